@@ -17,6 +17,7 @@ tier plus best-first overflow (``concentrate.py``). Tiers — those, or a term's
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -323,6 +324,8 @@ class Scheduler:
         self.near_ms = NEAR_MS if near is None else float(near)  # UserLatency pluginArgs nearMs
         margin = args.get("nearCeilingMargin", NEAR_CEILING_MARGIN)
         self.near_ceiling = None if margin is None else float(margin)  # and nearCeilingMargin
+        slo = [p for p in self.profile.filters if p.name == "UserLatencySLO"]
+        self.slo_headroom = float(getattr(slo[0], "headroom", 0.0)) if slo else 0.0
 
     # ------------------------------------------------------------------ helpers
     def _current(self, info: TaskInfo, snap: Snapshot) -> None:
@@ -591,13 +594,15 @@ class Scheduler:
     def _ceiling(self, info: TaskInfo, snap: Snapshot, rows: IntArr) -> Ceiling | None:
         """How high a nearer band of the users' clusters fills while a farther one has room (None: to
         its caps)."""
-        if self.near_ceiling is None:
+        headroom = self.slo_headroom if info.latency_slo_ms is not None else 0.0
+        if self.near_ceiling is None and not headroom:
             return None
         shape = replica_shape(info, snap)
         if not shape.wl_rs:
             return None
         steps = shape.step[rows][:, list(shape.wl_rs)].max(axis=1)
-        return Ceiling(snap.water_level[rows], steps, self.near_ceiling)
+        margin = math.inf if self.near_ceiling is None else self.near_ceiling
+        return Ceiling(snap.water_level[rows], steps, margin, limits=shape.limit[rows], headroom=headroom)
 
     def _divide(self, cyc: CycleState) -> IntArr:
         """S7, S10: replicas per selected candidate (in ``cyc.rows_sel`` order)."""

@@ -22,6 +22,11 @@ much quieter a region within the SLO stood, and peak shaving moved the replicas 
 each move a copy of the replica's state. The default, 0.03 (the group's capacity-weighted mean level
 + 0.03), was measured against 0.05 and 0.08 on the shipped scenarios, their seeds and the variants
 (docs/whatif.md).
+
+With a latency SLO and clusters beyond it among the candidates (the UserLatencySLO filter kept them:
+those within had too little room under their limit less its ``headroom``), the whole division runs
+twice: first with every cluster capped at its limit less the headroom (the users' clusters first, the
+overflow beyond the SLO nearest first), then, for what is left, to the limits.
 """
 
 from __future__ import annotations
@@ -59,6 +64,8 @@ class Ceiling:
     steps: FloatArr
     margin: float
     held_back: list[float] = field(default_factory=list)  # the levels at which it held a nearer band back
+    limits: FloatArr | None = None  # per position, its water-level limit
+    headroom: float = 0.0  # kept below ``limits`` while a cluster beyond the SLO has room under its own
 
     def level(self, g: IntArr) -> float | None:
         """The group's capacity-weighted mean level + the margin (None: no position takes a replica)."""
@@ -68,19 +75,37 @@ class Ceiling:
             return None
         return float((self.levels[g][ok] * w[ok]).sum() / w[ok].sum()) + self.margin
 
+    def room_under(self, levels: FloatArr) -> FloatArr:
+        """Replicas each position holds under its own level in ``levels``."""
+        return _replicas_in(levels - self.levels, self.steps)
+
     def room(self, g: IntArr, level: float | None) -> FloatArr:
         """Replicas each of the positions ``g`` holds under ``level``."""
         if level is None:
             return np.zeros(g.size)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            fit = np.floor((level - self.levels[g]) / self.steps[g] + 1e-9)
-        return np.where(np.isfinite(fit), np.maximum(fit, 0.0), 0.0)
+        return _replicas_in(level - self.levels[g], self.steps[g])
+
+
+def _replicas_in(gap: FloatArr, steps: FloatArr) -> FloatArr:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fit = np.floor(gap / steps + 1e-9)
+    return np.where(np.isfinite(fit), np.maximum(fit, 0.0), 0.0)
 
 
 def divide_by_users(inp: DivisionInput, group: IntArr, shares: FloatArr, latency: FloatArr,
                     near_ms: float = NEAR_MS, ceiling: Ceiling | None = None) -> IntArr:
     """Replicas per position; ``group[i]`` is the user place position i serves (-1: none) and
-    ``latency[i]`` its latency from that place."""
+    ``latency[i]`` its latency from that place. With a ceiling's ``headroom`` and positions beyond the
+    SLO, every position first fills to its limit less the headroom, then to its limit."""
+    if ceiling is not None and ceiling.headroom > 0 and ceiling.limits is not None and np.any(group < 0):
+        held = inp.existing.astype(np.float64) if inp.keep_existing else np.zeros(inp.caps.size)
+        soft = np.maximum(np.minimum(inp.caps, ceiling.room_under(ceiling.limits - ceiling.headroom)), held)
+        inner = replace(ceiling, headroom=0.0)
+        first = divide_by_users(replace(inp, caps=soft), group, shares, latency, near_ms, inner)  # shares held_back
+        if int(first.sum()) >= inp.total:
+            return first
+        return divide_by_users(replace(inp, existing=first, keep_existing=True), group, shares, latency, near_ms,
+                               inner)
     m = inp.caps.size
     counts = np.zeros(m, dtype=np.intp)
     if m == 0 or inp.total <= 0:

@@ -88,7 +88,7 @@ def test_shares_divide_the_replicas(snap: Snapshot, sched: Scheduler) -> None:
 def test_full_region_overflows_to_the_nearest_beyond_the_slo_and_says_so(snap: Snapshot) -> None:
     # ap is nearly full (85 % limit): the rest must go beyond the SLO, nearest (us, 160 ms) first
     fleet(snap, used={"ap-0": 83.0, "ap-1": 83.0, "eu-0": 20.0, "eu-1": 20.0, "us-0": 20.0, "us-1": 20.0})
-    sched = Scheduler(Profile.default(), rng_seed=7)
+    sched = Scheduler(Profile.from_dict({"pluginArgs": {"UserLatencySLO": {"headroom": 0}}}), rng_seed=7)
     spec = task(replicas=10, placement=Placement.model_validate({"users": [{"region": "ap"}], "latencySLOMs": 100}))
     res = sched.schedule(spec, snap, name="w")
     placed = by_region(res.pairs)
@@ -98,6 +98,33 @@ def test_full_region_overflows_to_the_nearest_beyond_the_slo_and_says_so(snap: S
     # an SLO without users known is said to wait for them, not dropped in silence
     alone = sched.schedule(task(replicas=2, placement=Placement.model_validate({"latencySLOMs": 30})), snap, name="x")
     assert alone.phase == "Scheduled" and "latency SLO 30 ms not applied: no users known yet" in alone.message
+
+
+def test_users_region_keeps_headroom_below_its_limit_while_beyond_the_slo_has_room(snap: Snapshot) -> None:
+    """At its limit a cluster is one step of its background's noise from breaching the water-level SLA:
+    within the SLO, replicas fill to the limit less the headroom (0.03) while a cluster beyond it has room
+    under its own, and the decision says so; only when none has do they use the last of it."""
+    fleet(snap, used={"ap-0": 80.0, "ap-1": 80.0, "eu-0": 20.0, "eu-1": 20.0, "us-0": 20.0, "us-1": 20.0})
+    sched = Scheduler(Profile.default(), rng_seed=7)
+    spec = task(replicas=10, placement=Placement.model_validate({"users": [{"region": "ap"}], "latencySLOMs": 100}))
+    res = sched.schedule(spec, snap, name="w")
+    assert res.placed == 10 and by_region(res.pairs) == {"ap": 4, "us": 6}  # ap to 82 %, not 85 %
+    assert ("only 4 of the 10 replicas to place fit within 100 ms of the users under the water-level limit "
+            "less its headroom of 0.03") in res.message
+    # what fits under the headroom within the SLO is placed whole there: nothing beyond it
+    res = sched.schedule(task(replicas=4, placement=spec.placement), snap, name="v")
+    assert by_region(res.pairs) == {"ap": 4} and "latencySLO" not in res.analysis["users"]
+    # beyond the SLO every cluster is as high: the users' region takes the last of its room, to the limit
+    full = Snapshot()
+    fleet(full, used={"ap-0": 80.0, "ap-1": 80.0, "eu-0": 84.0, "eu-1": 84.0, "us-0": 84.0, "us-1": 84.0})
+    res = sched.schedule(spec, full, name="w")
+    assert res.placed == 10 and by_region(res.pairs) == {"ap": 10}
+    # headroom 0: the users' region fills to its limit first, as before the headroom
+    to_limit = Scheduler(Profile.from_dict({"pluginArgs": {"UserLatencySLO": {"headroom": 0}}}), rng_seed=7)
+    assert by_region(to_limit.schedule(spec, snap, name="w").pairs) == {"ap": 10}
+    for bad in (-0.1, 0.5, "x", True):
+        with pytest.raises(ValueError, match="headroom"):
+            Profile.from_dict({"pluginArgs": {"UserLatencySLO": {"headroom": bad}}})
 
 
 def test_users_no_feasible_cluster_is_near_are_named_though_others_are_served(snap: Snapshot) -> None:

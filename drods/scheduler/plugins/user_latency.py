@@ -15,9 +15,15 @@ has room under it.
 
 ``UserLatencySLO`` (filter, after WaterLevelLimit): with ``placement.latencySLOMs`` (or the
 ServiceRegistration's ``sla.maxDelayMs``) it drops clusters beyond the SLO from every user place
-while the clusters within it have room under their water-level limit for the replicas; when they do
-not, the clusters beyond stay as overflow (the division fills those within first) and the decision
-says so. A drop limits growth only: replicas already beyond keep running until a rebalance.
+while the clusters within it have room for the replicas under their water-level limit less
+``headroom`` (pluginArgs, a water level; default 0.03); when they do not, the clusters beyond stay as
+overflow and the decision says so. The division then fills every cluster to its limit less the
+headroom — those within the SLO first, then the nearest beyond — and only then the last of the
+headroom, within the SLO first: a cluster at its limit is one step of its background's noise from
+breaching the water-level SLA, and the users' region filled to it breached on tick after tick where a
+few replicas served from beyond the SLO would not have (docs/whatif.md). ``headroom: 0`` fills the
+clusters within the SLO to their limit first. A drop limits growth only: replicas already beyond keep
+running until a rebalance.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from drods.scheduler.task import TaskInfo
 from drods.scheduler.users import UserDemand
 
 DEFAULT_UNKNOWN_SCORE = 50.0
+SLO_HEADROOM = 0.03  # UserLatencySLO headroom (measured: docs/whatif.md)
 
 
 class UserLatency(PluginBase):
@@ -76,11 +83,11 @@ class UserLatency(PluginBase):
         return s  # type: ignore[no-any-return]
 
 
-def _room(task: TaskInfo, snap: Snapshot, rows: BoolArr) -> float:
+def _room(task: TaskInfo, snap: Snapshot, rows: BoolArr, headroom: float = 0.0) -> float:
     """Replicas that fit on ``rows`` under their water-level limit and allocatable resources; none more on a
     cluster Readiness keeps at what it has (cordoned, or NotReady while tolerated): a cordoned cluster within
     the SLO had counted as room, and the replicas it would not take stayed pending."""
-    fit = np.minimum(WaterLevelLimit().max_replicas(task, snap), ResourceFit().max_replicas(task, snap))
+    fit = np.minimum(WaterLevelLimit().max_replicas(task, snap, headroom), ResourceFit().max_replicas(task, snap))
     held = Readiness().max_replicas(task, snap)
     if held is not None:
         np.minimum(fit, held, out=fit)
@@ -90,6 +97,10 @@ def _room(task: TaskInfo, snap: Snapshot, rows: BoolArr) -> float:
 class UserLatencySLO(PluginBase):
     name = "UserLatencySLO"
     capacity_only = True
+
+    def __init__(self, args: dict[str, Any] | None = None) -> None:
+        super().__init__(args)
+        self.headroom = slo_headroom(self.args)
 
     def skip(self, task: TaskInfo, snap: Snapshot) -> bool:
         return task.users is None or task.latency_slo_ms is None
@@ -111,7 +122,7 @@ class UserLatencySLO(PluginBase):
         held = sum(k for name, k in task.current.items()
                    if (row := snap.index.get(name)) is not None and row < near.size and inside[row])
         need = task.replicas - (0 if task.rebalance else held)
-        room = _room(task, snap, inside) if inside.any() else 0.0
+        room = _room(task, snap, inside, self.headroom) if inside.any() else 0.0
         if inside.any() and room >= need:
             # the distance the SLO is judged by: from the nearest user place (the share-weighted mean, the
             # score's, read as if the cluster were farther from every place than it is)
@@ -123,10 +134,19 @@ class UserLatencySLO(PluginBase):
             detail = latency_detail(reason, nearest, "from the nearest user place")
             return mask & ~far, [reject(self.name, reason, far, detail, capacity_only=not task.placement_changed)]
         besides = f" (besides the {held} already running within it)" if held and not task.rebalance else ""
+        limit = f"water-level limit less its headroom of {self.headroom:g}" if self.headroom else "water-level limit"
         short = (f"only {int(room)} of the {need} replicas to place fit within {slo:g} ms of the users under the "
-                 f"water-level limit{besides}: the rest go to the nearest clusters beyond it")
+                 f"{limit}{besides}: the rest go to the nearest clusters beyond it")
         task.cache["latencySLO"] = f"{short}; {unserved}" if unserved else short
         return mask, []
+
+
+def slo_headroom(args: dict[str, Any]) -> float:
+    """``headroom`` of UserLatencySLO's pluginArgs (a water level in [0, 0.5); default `SLO_HEADROOM`)."""
+    h = args.get("headroom", SLO_HEADROOM)
+    if isinstance(h, bool) or not isinstance(h, int | float) or not 0 <= h < 0.5:
+        raise ValueError(f"pluginArgs: UserLatencySLO headroom must be a water level in [0, 0.5), not {h!r}")
+    return float(h)
 
 
 def _unserved(users: UserDemand, mat: FloatArr, mask: BoolArr, slo: float) -> str:

@@ -85,13 +85,15 @@ class WaterLevelLimit(PluginBase):
         after += snap.wl_offset[: snap.n]
         return np.maximum(snap.water_level, after, out=after)
 
-    def max_replicas(self, task: TaskInfo, snap: Snapshot) -> FloatArr:
+    def max_replicas(self, task: TaskInfo, snap: Snapshot, headroom: float = 0.0) -> FloatArr:
+        """Replicas each cluster holds under its limit less ``headroom``."""
         shape = replica_shape(task, snap)
         wl = snap.water_level
         rs = list(shape.wl_rs)
         if not rs:
-            return np.where(wl <= shape.limit + EPS, np.inf, 0.0)
-        room = shape.room_base[:, None] - (snap.fractions if len(rs) == 2 else snap.fractions[:, rs])
+            return np.where(wl <= shape.limit - headroom + EPS, np.inf, 0.0)
+        base = shape.room_base if not headroom else shape.room_base - headroom
+        room = base[:, None] - (snap.fractions if len(rs) == 2 else snap.fractions[:, rs])
         room *= shape.per_replica
         room += EPS
         np.floor(room, out=room)
