@@ -433,9 +433,13 @@ class ClusterHealth:
                 if report.nodes_total is not None and report.nodes_ready is not None:
                     new["nodeSummary"] = {"totalNum": int(report.nodes_total), "readyNum": int(report.nodes_ready)}
         if material or due:
+            # the not-ready taint goes with the condition, in one write: a fleet of 10,000 returning had
+            # written each cluster twice, and the scheduler saw each Ready a write before it could use it
+            taints = self._taints(obj, ready == "False")
+            spec = None if taints is None else {**(obj.get("spec") or {}), "taints": taints}
             try:
                 written = await self.fleet.registry.update_status(
-                    CLUSTER, name, new, resource_version=int(obj["metadata"]["resourceVersion"]))
+                    CLUSTER, name, new, resource_version=int(obj["metadata"]["resourceVersion"]), spec=spec)
                 st.written = now
             except (NotFound, Conflict, AlreadyExists):
                 return
@@ -443,20 +447,26 @@ class ClusterHealth:
                 log.info("cluster %s Ready=%s (%s: %s)", name, ready, reason, message)
         await self._taint(name, ready == "False", written)
 
+    def _taints(self, obj: Obj, tainted: bool) -> list[dict[str, Any]] | None:
+        """The cluster's taints with the not-ready one as ``tainted`` says (None: they are so already)."""
+        taints = [t for t in (obj.get("spec") or {}).get("taints") or [] if isinstance(t, dict)]
+        has = any(t.get("key") == NOT_READY_TAINT and t.get("effect") == "NoExecute" for t in taints)
+        if has == tainted:
+            return None
+        if tainted:
+            return [*taints, {"key": NOT_READY_TAINT, "effect": "NoExecute", "timeAdded": rfc3339(self.clock())}]
+        return [t for t in taints if t.get("key") != NOT_READY_TAINT]
+
     async def _taint(self, name: str, tainted: bool, written: Obj | None = None) -> None:
-        """``written``: the object the status write just stored (the informer's copy is older until its
+        """The taint alone, when the status had nothing to write (someone else changed the taints).
+        ``written``: the object the status write just stored (the informer's copy is older until its
         event arrives: a patch on it lost its compare-and-swap, and the taint waited a probe interval)."""
         obj = written or self.fleet.cluster(name)
         if obj is None:
             return
-        taints = [t for t in (obj.get("spec") or {}).get("taints") or [] if isinstance(t, dict)]
-        has = any(t.get("key") == NOT_READY_TAINT and t.get("effect") == "NoExecute" for t in taints)
-        if has == tainted:
+        taints = self._taints(obj, tainted)
+        if taints is None:
             return
-        if tainted:
-            taints = [*taints, {"key": NOT_READY_TAINT, "effect": "NoExecute", "timeAdded": rfc3339(self.clock())}]
-        else:
-            taints = [t for t in taints if t.get("key") != NOT_READY_TAINT]
         patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}
         with contextlib.suppress(NotFound, Conflict, AlreadyExists):
             await self.fleet.registry.patch(CLUSTER, name, patch, MERGE_PATCH)

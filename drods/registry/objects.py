@@ -349,13 +349,17 @@ class ObjectRegistry:
         return await read_modify_write(attempt, retry=not precondition)
 
     async def update_status(self, kind: Kind, name: str, status: dict[str, Any], namespace: str | None = None,
-                            *, resource_version: int | None = None, current: Obj | None = None) -> Obj:
+                            *, resource_version: int | None = None, current: Obj | None = None,
+                            spec: dict[str, Any] | None = None) -> Obj:
         """Controllers' status write: CAS on the revision they read (or the current one). With
-        ``current`` (their informer's copy at ``resource_version``) the object is not read again."""
+        ``current`` (their informer's copy at ``resource_version``) the object is not read again. With
+        ``spec`` the controller's own spec change goes in the same revision (a cluster's not-ready taint
+        with its Ready condition: one write and one watch event where there were two), the generation
+        moving as for any spec change."""
         key = kind.key(name, self._ns(kind, namespace))
         if current is not None and resource_version is not None:
             held = {**current, "metadata": {k: v for k, v in current["metadata"].items() if k != "resourceVersion"}}
-            return await self._write(kind, key, {**held, "status": status}, held, resource_version)
+            return await self._write(kind, key, _with_spec({**held, "status": status}, spec), held, resource_version)
         kv = await self.store.get(key)
         if kv is None:
             raise not_found(kind.kind, name)
@@ -363,7 +367,7 @@ class ObjectRegistry:
             raise conflict(kind.kind, name, str(kv.mod_revision))
         stored: Obj = jsondoc.loads(kv.value)
         new = {**stored, "status": status}  # freshly decoded: nothing else holds it, no deep copy needed
-        return await self._write(kind, key, new, stored, kv.mod_revision)
+        return await self._write(kind, key, _with_spec(new, spec), stored, kv.mod_revision)
 
     async def delete(
         self, kind: Kind, name: str, namespace: str | None = None, *, resource_version: str | None = None,
@@ -759,6 +763,14 @@ def _check_built_in_fields(kind: Kind, obj: Obj, ident: dict[str, Any]) -> None:
         said = "; ".join(f"{e.field}: {e.message}" for e in errors)
         raise validation_failed(f'{kind.kind} "{ident["name"]}" is invalid: {said}', [e.as_json() for e in errors],
                                 **ident)
+
+
+def _with_spec(obj: Obj, spec: dict[str, Any] | None) -> Obj:
+    """``obj`` with ``spec`` in place of its own, a generation on when it differs (None: as it is)."""
+    if spec is None or spec == obj.get("spec"):
+        return obj
+    meta = obj["metadata"]
+    return {**obj, "spec": spec, "metadata": {**meta, "generation": int(meta.get("generation", 1)) + 1}}
 
 
 def _finalized(kind: Kind, obj: Obj) -> bool:

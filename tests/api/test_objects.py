@@ -337,6 +337,31 @@ async def test_a_flat_patch_lands_while_the_status_changes(api: Api) -> None:
     assert {f"k{i}" for i in range(8)} <= set(labels)  # every patch landed, none lost
 
 
+async def test_a_status_write_carries_the_controllers_spec_change_in_the_same_revision(api: Api) -> None:
+    """A cluster's not-ready taint goes with its Ready condition: one revision, one watch event with both
+    (where there were two writes, and a watcher saw the cluster Ready a write before it could use it); the
+    generation moves as for any spec change, and not for a spec as it was."""
+    from drods.model.kinds import CLUSTER
+
+    r = await api.call("POST", "/api/v1/clusters", json={"name": "one", "credentials": {"kubeconfig": "k"}})
+    assert r.status_code == 201
+    registry = api.app.state.ctx.registry  # type: ignore[attr-defined]
+    obj = await registry.get(CLUSTER, "one")
+    rv, gen = int(obj["metadata"]["resourceVersion"]), obj["metadata"]["generation"]
+    taint = {"key": "cluster.multicluster.io/not-ready", "effect": "NoExecute", "timeAdded": "2026-12-07T00:00:00Z"}
+    ready = {"conditions": [{"type": "Ready", "status": "False", "reason": "ClusterNotReachable"}]}
+    events = registry.watch(CLUSTER, resource_version=rv)
+    written = await registry.update_status(CLUSTER, "one", ready, resource_version=rv,
+                                           spec={**obj["spec"], "taints": [taint]})
+    kind, seen = await asyncio.wait_for(anext(events), 10)
+    assert kind == "MODIFIED" and seen["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
+    assert seen["spec"]["taints"] == [taint] and seen["status"] == ready
+    assert seen["metadata"]["generation"] == gen + 1
+    again = await registry.update_status(CLUSTER, "one", {**ready, "heartbeat": 1}, spec=seen["spec"])
+    assert again["metadata"]["generation"] == gen + 1
+    await events.aclose()
+
+
 async def test_a_sync_batch_lands_while_the_status_changes(api: Api) -> None:
     """``POST /api/v1/sync/batch`` names no revision: an upsert racing status writes on the same
     objects (a controller's, between the batch's read and its write) is planned again, not refused."""

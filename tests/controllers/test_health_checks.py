@@ -165,17 +165,22 @@ async def test_summaries_come_every_interval_not_a_probe_later() -> None:
     assert len(summaries) == 6, summaries
 
 
-async def test_the_not_ready_taint_lands_with_the_transition_on_the_written_object() -> None:
-    """The status write's answer is the object the taint is patched on: the informer's copy is older until
-    its event arrives, and a patch on it lost its compare-and-swap (the taint came a probe interval later)."""
-    stale = {"metadata": {"name": "c1", "resourceVersion": "5"}, "spec": {},
+async def test_the_not_ready_taint_lands_with_the_transition_in_the_same_write() -> None:
+    """The taint goes with the Ready condition in one write on the revision read: a patch after it, on the
+    informer's copy, lost its compare-and-swap (the taint came a probe interval later), and a fleet of
+    10,000 returning wrote each cluster twice, the scheduler seeing each Ready a write before it could use it."""
+    stale = {"metadata": {"name": "c1", "resourceVersion": "5"},
+             "spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]},
              "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady"}]}}
+    writes: list[dict[str, object]] = []
     patches: list[dict[str, object]] = []
 
     async def update_status(_kind: object, name: str, status: dict[str, object], *,
-                            resource_version: int) -> dict[str, object]:
+                            resource_version: int, spec: dict[str, object] | None = None) -> dict[str, object]:
         assert resource_version == 5
-        return {**stale, "metadata": {"name": name, "resourceVersion": "6"}, "status": status}
+        writes.append({"status": status, "spec": spec})
+        return {**stale, "metadata": {"name": name, "resourceVersion": "6"}, "status": status,
+                "spec": spec or stale["spec"]}
 
     async def patch(_kind: object, _name: str, body: dict[str, object], _type: object) -> None:
         patches.append(body)
@@ -190,9 +195,10 @@ async def test_the_not_ready_taint_lands_with_the_transition_on_the_written_obje
                            monitor=None, clock=lambda: now)
     health.state["c1"] = _Health(first_seen=now - 20.0)
     await health.check("c1")
-    (taint,) = patches
-    assert taint["metadata"] == {"resourceVersion": "6"}
-    assert [t["key"] for t in taint["spec"]["taints"]] == ["cluster.multicluster.io/not-ready"]  # type: ignore[index]
+    (write,) = writes
+    assert patches == []
+    assert [t["key"] for t in write["spec"]["taints"]] == ["x", "cluster.multicluster.io/not-ready"]  # type: ignore[index]
+    assert [c["status"] for c in write["status"]["conditions"]] == ["False"]  # type: ignore[index]
 
 
 async def test_a_member_that_hangs_turns_not_ready_when_its_grace_runs_out() -> None:

@@ -50,10 +50,12 @@ class _Fleet:
     def cluster(self, name: str) -> Obj | None:
         return self.obj if name == "c1" else None
 
-    async def update_status(self, _kind: object, name: str, status: Obj, *, resource_version: int) -> Obj:
+    async def update_status(self, _kind: object, name: str, status: Obj, *, resource_version: int,
+                            spec: Obj | None = None) -> Obj:
         before = _ready(self.obj)
         rv = str(resource_version + 1)
-        self.obj = {**self.obj, "metadata": {"name": name, "resourceVersion": rv}, "status": status}
+        self.obj = {**self.obj, "metadata": {"name": name, "resourceVersion": rv}, "status": status,
+                    "spec": self.obj["spec"] if spec is None else spec}
         self.writes.append(status)
         if _ready(self.obj) != before:
             self.ready_changed.set()
