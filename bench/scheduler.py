@@ -20,6 +20,9 @@ per status transaction (bindings written together share their store revision).
 Objects are sealed at rest as the default ``encryption`` list says (SEC2); ``--no-seal-bindings``
 leaves Bindings out of it, for the bench and the scheduler alike (docs/performance.md).
 
+``--mode algorithm --shape storm``: the varied fleet, and only the failure storm's bindings (``bench/memory.py``:
+1-3 replicas of 0.5 cpu / 1 GiB, no placement), what the scheduler decides again when a fleet returns.
+
 ``--mode algorithm --shape matched --division AvailableReplicas|Static|Duplicated|WaterLevel
 --fleet FILE``: one fixed binding (a Deployment, 12 replicas x 500m / 1Gi, first scheduling) on
 the fleet in FILE (a JSON list of clusters: name, region, zone, provider, cpu, cpu_allocated,
@@ -194,6 +197,8 @@ def build_templates(k: int, n_clusters: int, rng: np.random.Generator) -> list[B
 
 
 MATCHED_DIVISIONS = ("AvailableReplicas", "Static", "Duplicated", "WaterLevel")
+# bench/memory.py's failure storm: 1-3 replicas of 0.5 cpu / 1 GiB, no placement (the default policy)
+STORM_SHAPES = [BindingSpec(replicas=k, resources=ReplicaRequirements(cpu=0.5, memory=1.0)) for k in (1, 2, 3)]
 
 
 def load_matched_fleet(path: str) -> Snapshot:
@@ -292,7 +297,7 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     snap = build_fleet(args.clusters, rng, prices=not args.no_prices, offers=args.gpu_offers)
     build_s = time.perf_counter() - t0
-    templates = build_templates(args.templates, args.clusters, rng)
+    templates = STORM_SHAPES if args.shape == "storm" else build_templates(args.templates, args.clusters, rng)
     if args.gpu_offers:  # the GPU shapes also take 100 GiB of ssd per replica
         templates = [t.model_copy(update={"resources": t.resources.model_copy(update={
             "storage": 100.0, "storageTier": "ssd"})}) if t.resources.gpu else t for t in templates]
@@ -378,7 +383,7 @@ def run_algorithm(args: argparse.Namespace) -> dict[str, Any]:
                           for pn, v in plugin_ms.items()},
     }
     return {
-        "clusters": args.clusters, "tasks": args.tasks, "mode": "algorithm",
+        "clusters": args.clusters, "tasks": args.tasks, "mode": "algorithm", "shape": args.shape,
         "p50_ms": round(float(np.percentile(lat_ms, 50)), 4),
         "p99_ms": round(float(np.percentile(lat_ms, 99)), 4),
         "throughput_per_s": round(args.tasks / loop_s, 1),
@@ -464,7 +469,7 @@ async def _e2e(args: argparse.Namespace) -> dict[str, Any]:
     registry = ObjectRegistry(store, SecretBox(load_or_create_key(tmp / "encryption.key")))
     rng = np.random.default_rng(args.seed)
     rows = fleet_rows(args.clusters, rng)
-    templates = build_templates(args.templates, args.clusters, rng)
+    templates = STORM_SHAPES if args.shape == "storm" else build_templates(args.templates, args.clusters, rng)
     if args.mix == "simple":  # the example shape only: Divided by water level, cpu and memory
         templates = [BindingSpec(replicas=t.replicas, resources=ReplicaRequirements(cpu=t.resources.cpu,
                                                                                     memory=t.resources.memory))
@@ -714,8 +719,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu-offers", action="store_true",
                     help="algorithm: clusters count GPUs per model and storage per tier; the GPU task shapes "
                          "(10 %%) consume them, with 100 GiB of ssd a replica (GpuStorageFit input)")
-    ap.add_argument("--shape", choices=["varied", "matched"], default="varied",
-                    help="algorithm: the varied task mix, or the one binding of the Karmada comparison")
+    ap.add_argument("--shape", choices=["varied", "matched", "storm"], default="varied",
+                    help="algorithm: the varied task mix, the one binding of the Karmada comparison, or (e2e too) the "
+                         "failure storm's bindings (bench/memory.py: 1-3 replicas of 0.5 cpu / 1 GiB, no placement)")
     ap.add_argument("--division", choices=MATCHED_DIVISIONS, default=None,
                     help="matched shape: the binding's replica division")
     ap.add_argument("--fleet", type=str, default=None, help="matched shape: fleet JSON file")

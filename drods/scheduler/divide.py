@@ -110,20 +110,25 @@ def _add_top(s: IntArr, w: FloatArr, cap: FloatArr, elig: BoolArr, d: int, prefe
     Signposts of one cluster decrease with k, so the top ``d`` overall are exactly what ``d``
     greedy steps would pick. Exact ties go to the cluster with fewer seats, then the preferred one.
     """
-    rows = (elig & (s < cap)).nonzero()[0]
-    if rows.size == 0:
+    open_ = elig & (s < cap)
+    n_open = int(np.count_nonzero(open_))
+    if n_open == 0:
         return
-    if rows.size > 2 * d:
+    if n_open > 2 * d:
         # Only clusters whose first signpost is among the top d can win a seat (each cluster's
-        # signposts decrease); keep them and anything within tie tolerance, drop the rest.
-        first = w[rows] / (s[rows] + 0.5)
+        # signposts decrease); keep them and anything within tie tolerance, drop the rest. Over
+        # whole arrays (closed clusters at -inf): gathering the open rows first cost more.
+        first = w / (s + 0.5)
+        first[~open_] = -np.inf
         kth = np.partition(first, first.size - d)[first.size - d]
         keep = first >= kth - 2 * abs(kth) * _REL
         exact = (first == kth).nonzero()[0]
         if exact.size > d:  # of many equal signposts only the first d by the tie order can win
-            pref = prefer[rows[exact]] if prefer is not None else np.zeros(exact.size)
-            keep[exact[np.lexsort((exact, -pref, s[rows[exact]]))[d:]]] = False
-        rows = rows[keep]
+            pref = prefer[exact] if prefer is not None else np.zeros(exact.size)
+            keep[exact[np.lexsort((exact, -pref, s[exact]))[d:]]] = False
+        rows = keep.nonzero()[0]
+    else:
+        rows = open_.nonzero()[0]
     k = np.arange(d, dtype=np.float64)
     seats = s[rows][:, None] + k                       # seat index each signpost would create
     p = w[rows][:, None] / (seats + 0.5)
@@ -299,7 +304,9 @@ def aggregate(
     pref = np.zeros(m) if prefer is None else np.asarray(prefer, dtype=np.float64)
     d = total - int(s.sum())
     if d > 0:
-        room = np.minimum(np.maximum(cap - s, 0.0), float(d))
+        room: FloatArr = np.subtract(cap, s, dtype=np.float64)
+        np.maximum(room, 0.0, out=room)
+        np.minimum(room, float(d), out=room)
         first = (s > 0) if used is None else (np.asarray(used, dtype=bool) | (s > 0))
         sc = np.zeros(m) if scores is None else np.asarray(scores, dtype=np.float64)
         best = _first_that_holds(d, room, first, sc, pref)
@@ -329,18 +336,28 @@ def aggregate(
 def _first_that_holds(d: int, room: FloatArr, first: BoolArr, sc: FloatArr, pref: FloatArr) -> int | None:
     """The row ``aggregate``'s order puts first when it alone has room for all ``d`` (else None):
     used first, then most room, score, preference, lowest row — found with a few reductions."""
-    rows = first.nonzero()[0]  # clusters in use come first when there are any
-    if rows.size == 0:
-        rows = np.arange(room.size)
-    r = room[rows]
-    top = rows[r == r.max()]
-    if room[top[0]] < d:  # room is capped at d: only a full cluster holds them all
+    if first.any():  # clusters in use come first when there are any
+        rows = first.nonzero()[0]
+        r = room[rows]
+        top = rows[r == r.max()]
+        if room[top[0]] < d:  # room is capped at d: only a full cluster holds them all
+            return None
+        for key in (sc, pref):
+            if top.size > 1:
+                v = key[top]
+                top = top[v == v.max()]
+        return int(top[0]) if top.size else None  # none: a NaN key; the full sort decides
+    # none in use: every row, as masks over whole arrays (the ties at most room are most of them)
+    most = room.max()
+    if most < d:
         return None
+    tied = room == most
     for key in (sc, pref):
-        if top.size > 1:
-            v = key[top]
-            top = top[v == v.max()]
-    return int(top[0]) if top.size else None  # none: a NaN key; the full sort decides
+        if np.count_nonzero(tied) > 1:
+            v = np.where(tied, key, -np.inf)
+            tied &= v == v.max()
+    hit = tied.nonzero()[0]
+    return int(hit[0]) if hit.size else None
 
 
 def divide(inp: DivisionInput) -> IntArr:

@@ -700,12 +700,10 @@ class Snapshot:
             if tot is None:
                 tot = self.status_cache["cpu-allocatable-sum"] = float(w.sum())
             return float(wl.dot(w) / tot) if tot > 0 else float(wl.mean())
-        if mask is not None:
-            wl = wl[mask]
-            w = w[mask]
-        if wl.size == 0:
+        if mask is None or not mask.any():
             return 0.0
+        w = np.where(mask, w, 0.0)  # weights zeroed outside the mask: no gather of a strided column
         tot = float(w.sum())
         if tot <= 0:
-            return float(wl.mean())
-        return float((wl * w).sum() / tot)
+            return float(wl[mask].mean())
+        return float(wl.dot(w) / tot)

@@ -34,6 +34,13 @@ def test_the_migration_bench_moves_the_data_and_loses_no_write() -> None:
     assert int(out["status_bytes_copied"]) > 0
 
 
+def test_the_scheduler_bench_decides_the_failure_storms_bindings() -> None:
+    """``--shape storm``: the bindings ``bench/memory.py``'s storm makes the scheduler decide again."""
+    out = run("scheduler.py", "--mode", "algorithm", "--shape", "storm", "--clusters", "300", "--tasks", "200",
+              "--warmup", "10")
+    assert out["shape"] == "storm" and out["tasks"] == 200 and float(str(out["throughput_per_s"])) > 0
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["--clusters", "0"], "argument --clusters: 0: must be 1 or more"),
     (["--rate", "0"], "argument --rate: 0: must be more than 0"),

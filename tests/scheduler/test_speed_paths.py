@@ -131,15 +131,16 @@ def test_top_seat_search_over_few_clusters_equals_greedy(seed: int, m: int, tota
 
 @settings(max_examples=150, deadline=None)
 @given(seed=st.integers(0, 10_000), m=st.integers(1, 80), total=st.integers(1, 20), levels=st.integers(1, 4),
-       with_initial=st.booleans(), with_prefer=st.booleans())
+       with_initial=st.booleans(), with_prefer=st.booleans(), in_use=st.booleans())
 def test_one_cluster_holding_everything_is_found_as_the_full_sort_finds_it(
-        seed: int, m: int, total: int, levels: int, with_initial: bool, with_prefer: bool) -> None:
+        seed: int, m: int, total: int, levels: int, with_initial: bool, with_prefer: bool, in_use: bool) -> None:
     """Aggregated's "the first cluster in its order holds every new replica" shortcut gives the
-    placement of the full sort, over many exact ties in use, room, score and preference."""
+    placement of the full sort, over many exact ties in use, room, score and preference — and with
+    no cluster in use, where it searches every row."""
     rng = np.random.default_rng(seed)
     caps = rng.integers(0, total + 3, size=m).astype(np.float64)
-    initial = rng.integers(0, 2, size=m) * (rng.random(m) < 0.2) if with_initial else None
-    used = rng.random(m) < 0.1
+    initial = rng.integers(0, 2, size=m) * (rng.random(m) < 0.2) if with_initial and in_use else None
+    used = rng.random(m) < 0.1 if in_use else np.zeros(m, dtype=bool)
     scores = rng.integers(0, levels, size=m).astype(np.float64) * 25.0
     prefer = rng.integers(0, levels, size=m).astype(np.float64) if with_prefer else None
     got = aggregate(total, caps, initial=initial, used=used, scores=scores, prefer=prefer)
