@@ -702,8 +702,8 @@ class Snapshot:
             return float(wl.dot(w) / tot) if tot > 0 else float(wl.mean())
         if mask is None or not mask.any():
             return 0.0
-        w = np.where(mask, w, 0.0)  # weights zeroed outside the mask: no gather of a strided column
-        tot = float(w.sum())
+        w = np.where(mask, w, 0.0)  # both zeroed outside the mask: no gather of a strided column, and
+        tot = float(w.sum())        # no level of a cluster left out (whatever it is) in the sum
         if tot <= 0:
             return float(wl[mask].mean())
-        return float(wl.dot(w) / tot)
+        return float(np.where(mask, wl, 0.0).dot(w) / tot)
