@@ -336,28 +336,19 @@ def aggregate(
 def _first_that_holds(d: int, room: FloatArr, first: BoolArr, sc: FloatArr, pref: FloatArr) -> int | None:
     """The row ``aggregate``'s order puts first when it alone has room for all ``d`` (else None):
     used first, then most room, score, preference, lowest row — found with a few reductions."""
-    if first.any():  # clusters in use come first when there are any
-        rows = first.nonzero()[0]
-        r = room[rows]
-        top = rows[r == r.max()]
-        if room[top[0]] < d:  # room is capped at d: only a full cluster holds them all
-            return None
-        for key in (sc, pref):
-            if top.size > 1:
-                v = key[top]
-                top = top[v == v.max()]
-        return int(top[0]) if top.size else None  # none: a NaN key; the full sort decides
-    # none in use: every row, as masks over whole arrays (the ties at most room are most of them)
-    most = room.max()
-    if most < d:
+    # masks over whole arrays: gathering the rows cost more, and without clusters in use the ties at the
+    # most room are most of the rows
+    r = np.where(first, room, -np.inf) if first.any() else room  # clusters in use come first when there are any
+    most = r.max()
+    if most < d:  # room is capped at d: only a full cluster holds them all
         return None
-    tied = room == most
+    tied = r == most
     for key in (sc, pref):
         if np.count_nonzero(tied) > 1:
             v = np.where(tied, key, -np.inf)
             tied &= v == v.max()
     hit = tied.nonzero()[0]
-    return int(hit[0]) if hit.size else None
+    return int(hit[0]) if hit.size else None  # none: a NaN key; the full sort decides
 
 
 def divide(inp: DivisionInput) -> IntArr:

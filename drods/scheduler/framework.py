@@ -40,6 +40,7 @@ from drods.scheduler.plugins.data_locality import moved_gib_per_hour
 from drods.scheduler.plugins.gpu_storage_fit import headroom
 from drods.scheduler.plugins.traffic_affinity import TrafficAffinity
 from drods.scheduler.plugins.user_distance import chosen_latency, latency_matrix, nearest_user, unknown_places
+from drods.scheduler.plugins.user_latency import UserLatencySLO
 from drods.scheduler.pricing import hourly_cost, priced, replica_price
 from drods.scheduler.profile import Profile
 from drods.scheduler.selectors import overflow_tiers
@@ -324,8 +325,8 @@ class Scheduler:
         self.near_ms = NEAR_MS if near is None else float(near)  # UserLatency pluginArgs nearMs
         margin = args.get("nearCeilingMargin", NEAR_CEILING_MARGIN)
         self.near_ceiling = None if margin is None else float(margin)  # and nearCeilingMargin
-        slo = [p for p in self.profile.filters if p.name == "UserLatencySLO"]
-        self.slo_headroom = float(getattr(slo[0], "headroom", 0.0)) if slo else 0.0
+        slo = next((p for p in self.profile.filters if isinstance(p, UserLatencySLO)), None)
+        self.slo_headroom = slo.headroom if slo is not None else 0.0
 
     # ------------------------------------------------------------------ helpers
     def _current(self, info: TaskInfo, snap: Snapshot) -> None:
