@@ -20,6 +20,12 @@ per status transaction (bindings written together share their store revision).
 Objects are sealed at rest as the default ``encryption`` list says (SEC2); ``--no-seal-bindings``
 leaves Bindings out of it, for the bench and the scheduler alike (docs/performance.md).
 
+The algorithm runs in this process with the C allocator set as every long-running DRO-DS process
+sets it at start (``drods.machinery.memory.tune_allocator``: freed heap kept for the next arrays);
+``--allocator glibc`` leaves glibc's defaults, under which each decision over 10,000 clusters paid
+~140 page faults for arrays it had just given back (every figure this bench printed before
+2026-12-07 was measured so).
+
 ``--mode algorithm --shape storm``: the varied fleet, and only the failure storm's bindings (``bench/memory.py``:
 1-3 replicas of 0.5 cpu / 1 GiB, no placement), what the scheduler decides again when a fleet returns.
 
@@ -52,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.arguments import positive_int  # noqa: E402
 from bench.scratch import scratch_dir  # noqa: E402
+from drods.machinery.memory import tune_allocator  # noqa: E402
 from drods.model.binding import (  # noqa: E402
     BindingSpec,
     NetworkRequirements,
@@ -725,7 +732,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--division", choices=MATCHED_DIVISIONS, default=None,
                     help="matched shape: the binding's replica division")
     ap.add_argument("--fleet", type=str, default=None, help="matched shape: fleet JSON file")
+    ap.add_argument("--allocator", choices=["product", "glibc"], default="product",
+                    help="this process's C allocator (the algorithm; an in-process scheduler): as drods serve "
+                         "and drods scheduler set theirs, or glibc's defaults")
     args = ap.parse_args(argv)
+    if args.allocator == "product":
+        tune_allocator()
     if args.mode == "e2e":
         args.store = args.store or "sqlite"
         out = run_e2e(args)
@@ -738,7 +750,8 @@ def main(argv: list[str] | None = None) -> int:
         out = run_algorithm(args)
     cond = out.pop("conditions")
     print(f"# conditions: {out['clusters']} clusters, {args.tasks} tasks, mode {args.mode}, seed {args.seed}, "
-          f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs")
+          f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs, "
+          f"allocator {args.allocator}")
     for k, v in cond.items():
         print(f"#   {k}: {v}")
     print(json.dumps(out))

@@ -41,6 +41,21 @@ def test_the_scheduler_bench_decides_the_failure_storms_bindings() -> None:
     assert out["shape"] == "storm" and out["tasks"] == 200 and float(str(out["throughput_per_s"])) > 0
 
 
+def test_the_scheduler_bench_runs_on_the_products_allocator_or_glibcs_to_the_same_decisions() -> None:
+    """``--allocator``: the algorithm as ``drods serve`` runs it (the default), or on glibc's defaults, as
+    figures before 2026-12-07 were measured; the decisions are the same either way."""
+    lines = {}
+    for allocator in ("product", "glibc"):
+        done = subprocess.run([sys.executable, str(BENCH / "scheduler.py"), "--mode", "algorithm", "--shape", "storm",
+                               "--clusters", "300", "--tasks", "200", "--warmup", "10", "--allocator", allocator],
+                              capture_output=True, text=True, timeout=280)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        out = done.stdout.splitlines()
+        assert out[0].startswith("# conditions:") and out[0].endswith(f"allocator {allocator}"), out[0]
+        lines[allocator] = [ln for ln in out if ln.startswith(("#   phases:", "#   fleet_water_level_end:"))]
+    assert len(lines["product"]) == 2 and lines["product"] == lines["glibc"]
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["--clusters", "0"], "argument --clusters: 0: must be 1 or more"),
     (["--rate", "0"], "argument --rate: 0: must be more than 0"),
