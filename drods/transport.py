@@ -21,11 +21,7 @@ BACKOFF_SECONDS = (0.0, 0.05, 0.25)
 # Raised before or while sending on a connection the peer closed: the request did not take effect
 # when the method is idempotent (or may be repeated without harm).
 _RESET = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
-# httpx's own limits, but an idle connection kept 60 s instead of 5: an agent reporting every 10 s made a
-# TLS handshake for each report, on both sides; the servers keep theirs 120 s (`drods.api.serving`), so
-# the client still gives an idle connection up first.
-KEEPALIVE_SECONDS = 60.0
-DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_SECONDS)
+DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's own defaults
 
 
 def _retryable(request: httpx.Request, error: Exception) -> bool:

@@ -7,8 +7,8 @@ when it *sends* a response, a client's pool timer when it *reads* it; httpx keep
 the server is closing at that very moment, and the request is answered by a TCP reset. Measured with
 a client that reads late (a blocked event loop) and reuses connections after 4.6–5 s idle: 4 resets
 in 400 requests at 5 s, none at 120 s. The server now keeps idle connections for
-``KEEP_ALIVE_SECONDS``, longer than httpx's 5 s, DRO-DS's own clients' 60 s (`drods.transport`) and
-Go's (kubectl) 90 s, so the client always gives up an idle connection first.
+``KEEP_ALIVE_SECONDS``, longer than httpx's 5 s and Go's (kubectl) 90 s, so the client always gives
+up an idle connection first.
 """
 
 from __future__ import annotations
