@@ -16,10 +16,15 @@ pytestmark = pytest.mark.timeout(300)
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def run(script: str, *args: str) -> dict[str, object]:
+def printed(script: str, *args: str) -> list[str]:
+    """The lines a bench printed (its conditions, then its JSON line); it must have succeeded."""
     done = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return done.stdout.strip().splitlines()
+
+
+def run(script: str, *args: str) -> dict[str, object]:
+    return dict(json.loads(printed(script, *args)[-1]))
 
 
 def test_the_autoscaling_bench_decides_on_the_workloads_own_use() -> None:
@@ -46,11 +51,8 @@ def test_the_scheduler_bench_runs_on_the_products_allocator_or_glibcs_to_the_sam
     figures before 2026-12-07 were measured; the decisions are the same either way."""
     lines = {}
     for allocator in ("product", "glibc"):
-        done = subprocess.run([sys.executable, str(BENCH / "scheduler.py"), "--mode", "algorithm", "--shape", "storm",
-                               "--clusters", "300", "--tasks", "200", "--warmup", "10", "--allocator", allocator],
-                              capture_output=True, text=True, timeout=280)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        out = done.stdout.splitlines()
+        out = printed("scheduler.py", "--mode", "algorithm", "--shape", "storm", "--clusters", "300", "--tasks", "200",
+                      "--warmup", "10", "--allocator", allocator)
         assert out[0].startswith("# conditions:") and out[0].endswith(f"allocator {allocator}"), out[0]
         lines[allocator] = [ln for ln in out if ln.startswith(("#   phases:", "#   fleet_water_level_end:"))]
     assert len(lines["product"]) == 2 and lines["product"] == lines["glibc"]
