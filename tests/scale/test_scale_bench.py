@@ -17,10 +17,12 @@ pytestmark = pytest.mark.timeout(600)
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "scale.py"
 
 
-def run(*args: str) -> dict[str, dict[str, Any]]:
+def run(*args: str, detection: str = "the product's") -> dict[str, dict[str, Any]]:
+    """The bench's JSON lines by scenario; its conditions name the ``detection`` of silent members it ran with."""
     done = subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=560)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert done.stdout.startswith("# conditions: ")
+    conditions = done.stdout.splitlines()[0]
+    assert conditions.startswith("# conditions: ") and f", failure detection {detection}:" in conditions, conditions
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return {line["scenario"]: line for line in lines}
 
@@ -29,7 +31,7 @@ def test_every_scenario_in_push_mode(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     out = run("--scenario", "cold-start,distribution,storm", "--clusters", "2", "--nodes-per-cluster", "2",
               "--workloads", "4", "--rate", "4", "--seconds", "2", "--down-seconds", "8", "--flat-window", "4",
-              "--timeout", "120", "--stages", "--trace", str(trace))
+              "--timeout", "120", "--stages", "--trace", str(trace), detection="fast")  # a storm's default
     cold, dist, storm = out["cold-start"], out["distribution"], out["storm"]
     assert cold["clusters"] == 2 and cold["workloads"] == 4 and cold["store"] == "sqlite"
     assert cold["ready_s"] is not None and cold["copies"] == 4
@@ -79,7 +81,7 @@ def test_sync_and_distribution_in_pull_mode() -> None:
     """`drods cluster join --from --pull` and `drods agent --from` carry the stream to the members;
     ``sync`` counts the Works the restarted control plane writes for Bindings made without it."""
     out = run("--scenario", "sync,distribution,idle", "--mode", "pull", "--clusters", "2", "--nodes-per-cluster",
-              "2", "--workloads", "3", "--rate", "4", "--seconds", "1", "--timeout", "120")
+              "2", "--workloads", "3", "--rate", "4", "--seconds", "1", "--timeout", "120")  # no storm: the product's
     sync, dist, idle = out["sync"], out["distribution"], out["idle"]
     assert sync["works"] == 3 and sync["bind_s"] > 0  # one member each: a Work per Binding, no more
     assert sync["start_s"] > 0 and 0 < sync["first_work_s"] <= sync["works_written_s"]
@@ -96,7 +98,8 @@ def test_the_control_plane_split_into_its_three_processes() -> None:
     """``--processes split``: `drods apiserver`, `drods scheduler` and `drods controllers` over one
     store carry the cold start and the stream; each process's figures apart."""
     out = run("--scenario", "cold-start,distribution", "--processes", "split", "--clusters", "2",
-              "--nodes-per-cluster", "2", "--workloads", "3", "--rate", "4", "--seconds", "1", "--timeout", "120")
+              "--nodes-per-cluster", "2", "--workloads", "3", "--rate", "4", "--seconds", "1", "--timeout", "120",
+              "--failure-detection", "fast", detection="fast")  # asked for, without a storm
     cold, dist = out["cold-start"], out["distribution"]
     plane = {"drods apiserver", "drods scheduler", "drods controllers"}
     assert cold["processes"] == dist["processes"] == "split"
