@@ -25,7 +25,9 @@ from tests.members_e2e.conftest import repo_root, wait_for
 
 README = repo_root() / "examples" / "walkthrough" / "README.md"
 STEP = re.compile(r"<!-- step: ([\w-]+) -->\s*```bash\n(.*?)```", re.S)
-FAST = "--probe-interval 0.5 --not-ready-grace 2 --toleration 1"
+# a 2 s grace (1 s toleration) failed members over whose answers only queued behind a loaded machine's
+# other tests: twice in CI the deploy landed on one member; the failover step still waits up to 60 s
+FAST = "--probe-interval 0.5 --not-ready-grace 5 --toleration 2"
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
