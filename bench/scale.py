@@ -62,11 +62,11 @@ Prints the conditions, then one JSON line with the figures and ``clusters``, ``w
 cold-start first, as it restarts the control plane over a store it fills).
 
 ``--failure-detection``: the control plane finds a silent member NotReady and moves its bindings as the
-product does by default (``default``: probed every 5 s, NotReady after 15 s, moved 30 s after), or at
-once (``fast``: 2 s, 6 s, 0 s), which the storm needs to be seen within a bench's time and gets unless
-told otherwise. The conditions line names it. With ``fast`` on a loaded 2-core machine a cold start or
-a stream turned members NotReady whose answers had only queued behind the control plane's own work, and
-moved their bindings: figures of a failover, not of the scenario.
+product does by default (``default``), or at once (``fast``), which the storm needs to be seen within a
+bench's time and gets unless told otherwise (``--help`` states each one's timings); the conditions line
+names it. With ``fast`` on a loaded 2-core machine a cold start or a stream turned members NotReady whose
+answers had only queued behind the control plane's own work, and moved their bindings: figures of a
+failover, not of the scenario.
 
     python bench/scale.py --scenario cold-start --clusters 100 --nodes-per-cluster 50 --workloads 30000
     python bench/scale.py --scenario distribution --clusters 100 --rate 50 --seconds 60 --mode pull
@@ -109,13 +109,11 @@ SELECTOR = "multicluster.io/managed-by=drods"
 MARK = "bench.drods.io/version"
 BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
 WORKS = "/apis/multicluster.io/v1alpha1/works"
-# how quickly a member is found gone and its bindings moved: the product's defaults, or fast enough for a
-# storm to be seen within a bench's time (on a loaded 2-core machine the fast setting also turns members
-# NotReady whose answers only queued behind the control plane's own work, and moves their bindings at once)
+# ``--failure-detection``: the settings it lays over the control plane's, and how the conditions line names them
 FAILURE_DETECTION = {
-    "default": ("members: {}\n", "the product's: probed every 5 s, NotReady after 15 s, moved 30 s after"),
-    "fast": ("members: {probeIntervalSeconds: 2, notReadyGraceSeconds: 6, tolerationSeconds: 0}\n",
-             "fast: probed every 2 s, NotReady after 6 s, moved at once"),
+    "default": ("members: {}\n", "the product's", "probed every 5 s, NotReady after 15 s, moved 30 s after"),
+    "fast": ("members: {probeIntervalSeconds: 2, notReadyGraceSeconds: 6, tolerationSeconds: 0}\n", "fast",
+             "probed every 2 s, NotReady after 6 s, moved at once"),
 }
 SETTINGS = "apiVersion: config.drods.io/v1alpha1\nkind: DRODSConfiguration\n"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -931,9 +929,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=positive_float, default=600.0,
                     help="seconds a phase may take before it is reported as not reached (null figures)")
     ap.add_argument("--failure-detection", choices=list(FAILURE_DETECTION), default=None,
-                    help="how soon a silent member is NotReady and its bindings moved: `default`, the product's "
-                         "settings (probed every 5 s, NotReady after 15 s, moved 30 s after); `fast` (2 s, 6 s, at "
-                         "once), what a storm needs (default: fast when storm is run, else default)")
+                    help="how soon a silent member is NotReady and its bindings moved: " + "; ".join(
+                        f"`{name}`, {timings}" for name, (_, _, timings) in FAILURE_DETECTION.items())
+                    + " (default: fast when storm is run, else default)")
     args = ap.parse_args(argv)
     if args.failure_detection is None:
         args.failure_detection = "fast" if "storm" in args.scenario else "default"
@@ -942,7 +940,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'drods serve' if args.processes == 'one' else 'drods apiserver, scheduler and controllers apart'} on "
           f"{args.store}, {args.mode} mode, python {platform.python_version()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}, failure detection "
-          f"{FAILURE_DETECTION[args.failure_detection][1]}", flush=True)
+          "{1}: {2}".format(*FAILURE_DETECTION[args.failure_detection]), flush=True)
     with ExitStack() as stack:
         bench = Bench(args, stack)
         for name in args.scenario:

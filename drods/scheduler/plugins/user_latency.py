@@ -45,6 +45,8 @@ from drods.scheduler.users import UserDemand
 
 DEFAULT_UNKNOWN_SCORE = 50.0
 SLO_HEADROOM = 0.03  # UserLatencySLO headroom (measured: docs/whatif.md)
+# what bounds the room within the SLO: plugins whose estimates read no pluginArgs, so one of each serves every call
+_LIMIT, _FIT, _READINESS = WaterLevelLimit(), ResourceFit(), Readiness()
 
 
 class UserLatency(PluginBase):
@@ -87,8 +89,8 @@ def _room(task: TaskInfo, snap: Snapshot, rows: BoolArr, headroom: float = 0.0) 
     """Replicas that fit on ``rows`` under their water-level limit and allocatable resources; none more on a
     cluster Readiness keeps at what it has (cordoned, or NotReady while tolerated): a cordoned cluster within
     the SLO had counted as room, and the replicas it would not take stayed pending."""
-    fit = np.minimum(WaterLevelLimit().max_replicas(task, snap, headroom), ResourceFit().max_replicas(task, snap))
-    held = Readiness().max_replicas(task, snap)
+    fit = np.minimum(_LIMIT.max_replicas(task, snap, headroom), _FIT.max_replicas(task, snap))
+    held = _READINESS.max_replicas(task, snap)
     if held is not None:
         np.minimum(fit, held, out=fit)
     return float(np.minimum(fit[rows], 1e9).sum())
