@@ -17,6 +17,13 @@ and the old copies are deleted — now if the member answers, else when it is ba
 trigger per binding and NotReady episode: a binding the scheduler can't move is not retriggered. The binding
 remembers the cluster (``multicluster.io/failed-over-from``): once it is Ready and calm again the descheduler
 offers it back (fail-back, `drods.controllers.descheduler`).
+
+While no cluster is Ready and at least one is NotReady, nothing fails over for NotReady (a NoExecute taint
+still evicts): when every member stops answering at once, the control plane more likely lost them (its
+network, its own stall) than they all failed, and there is nowhere to move to — failing over would only
+delete every member's copies when they come back. Once a cluster is Ready again, the NotReady clusters'
+tolerations start from then, so members coming back one after another are not moved off in between
+(Kubernetes' node lifecycle controller does both when every zone is fully disrupted).
 """
 
 from __future__ import annotations
@@ -156,6 +163,11 @@ class Failover:
         # so long that the clusters' own health writes lagged and a storm crept
         self.suspects: set[str] = set()
         self.dirty: set[str] = set()
+        # the fleet's Ready and NotReady clusters, kept by `observe`: none Ready and some NotReady holds failover
+        self.ready: set[str] = set()
+        self.not_ready: set[str] = set()
+        self.holding = False
+        self.resumed_at = -math.inf  # when the fleet last left a hold: NotReady tolerations count from then
 
     async def run(self) -> None:
         """A pass when a cluster turns NotReady (or tainted, or back) and at least every probe interval (a
@@ -181,6 +193,7 @@ class Failover:
         """Keep `suspects` as a cluster changes; True when a pass should look at it now (it turned
         NotReady or tainted, its episode changed, or it stopped: its episode ends)."""
         name = key[len(CLUSTER.key_prefix()):]
+        self._readiness(name, new)
         if new is not None and may_evict(new):
             if name in self.suspects and old is not None and _episodes_of(old) == _episodes_of(new):
                 return False  # a heartbeat of a NotReady cluster
@@ -191,6 +204,28 @@ class Failover:
             return False
         self.dirty.add(name)
         return True
+
+    def _readiness(self, name: str, cluster: Obj | None) -> None:
+        ready = condition(cluster, "Ready") if cluster is not None else None
+        status = ready.get("status") if ready is not None else None
+        (self.ready.add if status == "True" else self.ready.discard)(name)
+        (self.not_ready.add if status == "False" else self.not_ready.discard)(name)
+
+    def _hold(self, now: float) -> bool:
+        """Whether NotReady failovers are held now (no cluster Ready, some NotReady); on leaving a hold the
+        NotReady clusters are looked at again, their tolerations counted from ``now``."""
+        held = self.settings.holdFailoverWhileNoneReady and not self.ready and bool(self.not_ready)
+        if held and not self.holding:
+            log.warning("failover held: none of the %d clusters is Ready (%d NotReady) — the control plane more "
+                        "likely lost them than they all failed; their tolerations start again once one is Ready",
+                        len(self.ready) + len(self.not_ready), len(self.not_ready))
+        elif self.holding and not held:
+            self.resumed_at = now
+            self.dirty |= self.suspects
+            log.warning("failover resumed: %d cluster(s) Ready; the %d NotReady are moved off once their "
+                        "tolerations run out from now", len(self.ready), len(self.not_ready))
+        self.holding = held
+        return held
 
     def observe_binding(self, binding: Obj | None) -> bool:
         """A binding placed on a suspect cluster changed (its tolerations, or placed there anew): that
@@ -211,6 +246,9 @@ class Failover:
             self.suspects = {key[len(CLUSTER.key_prefix()):] for key, c in list(self.fleet.clusters.cache.items())
                              if may_evict(c)}
             self.dirty |= self.suspects
+            for key, c in list(self.fleet.clusters.cache.items()):
+                self._readiness(key[len(CLUSTER.key_prefix()):], c)
+        held = self._hold(now)
         look, self.dirty = self.dirty, set()
         while self._looks and self._looks[0][0] <= now:
             look.add(heapq.heappop(self._looks)[1])
@@ -221,10 +259,12 @@ class Failover:
             current: set[str] = set()
             since = not_ready_since(cluster) if cluster is not None else None
             if cluster is not None and since is not None:
-                current.add(name)
-                self._due(name, name, since, now, due,
-                          partial(toleration_seconds, cluster=cluster, default=self.settings.tolerationSeconds),
-                          partial(failover_reason, name, rfc3339_ms(since)), failed_over=True)
+                current.add(name)  # held: the episode stays, looked at again when the hold ends
+                if not held:
+                    self._due(name, name, since, now, due,
+                              partial(toleration_seconds, cluster=cluster, default=self.settings.tolerationSeconds),
+                              partial(failover_reason, name, rfc3339_ms(since)), failed_over=True,
+                              clock_from=max(since, self.resumed_at))
             for taint in no_execute_taints(cluster) if cluster is not None else []:
                 episode = f"{name}\0{taint_text(taint)}"
                 current.add(episode)
@@ -259,9 +299,11 @@ class Failover:
 
     def _due(self, name: str, episode_key: str, since: float, now: float, due: dict[str, list[_Eviction]],
              toleration: Callable[[Obj], float | None], reason_of: Callable[[float], str], *,
-             failed_over: bool = False) -> None:
+             failed_over: bool = False, clock_from: float | None = None) -> None:
         """Add to ``due`` the bindings with replicas on ``name`` whose toleration of this episode (NotReady,
-        or one NoExecute taint) ran out, once per binding and episode; note when the next one runs out."""
+        or one NoExecute taint) ran out, once per binding and episode; note when the next one runs out.
+        The tolerations count from ``clock_from`` (default: the episode's start)."""
+        start = since if clock_from is None else clock_from
         episodes = self.triggered.setdefault(name, {})
         episode = episodes.get(episode_key)
         if episode is None or episode.since != since:
@@ -278,8 +320,8 @@ class Failover:
             tol = toleration(binding)
             if tol is None:
                 continue
-            if now < since + tol:
-                next_look = min(next_look, since + tol)
+            if now < start + tol:
+                next_look = min(next_look, start + tol)
                 continue
             scheduled = parse_rfc3339(status.get("scheduledTime"))
             asked = parse_rfc3339((binding.get("spec") or {}).get("rescheduleTriggeredAt"))

@@ -43,6 +43,9 @@ class MemberSettings(BaseModel):
     pullGraceSeconds: float = Field(default=180.0, gt=0)
     # Failover (S11): bindings leave a NotReady cluster after this long.
     tolerationSeconds: float = Field(default=30.0, ge=0)
+    # ... unless no cluster is Ready: every member silent at once is more likely the control plane's loss
+    # (`drods.controllers.failover`); false fails over all the same (a bench of the failover storm does)
+    holdFailoverWhileNoneReady: bool = True
     # How often an unchanged Ready condition's lastHeartbeatTime is rewritten in the Cluster object.
     heartbeatWriteSeconds: float = Field(default=20.0, gt=0)
     # The fleet's heartbeat writes a second at most: a large fleet's heartbeats are spaced further

@@ -24,6 +24,10 @@ def cluster(ready: bool, since: float) -> dict[str, Any]:
         {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": rfc3339_ms(since)}]}}
 
 
+# a Ready cluster beside the NotReady ones: with none Ready, failover holds (test_failover_hold.py)
+READY_TOO = {CLUSTER.key("ready"): cluster(True, 0.0)}
+
+
 def binding(name: str) -> dict[str, Any]:
     return {"metadata": {"name": name}, "spec": {},
             "status": {"placement": [{"cluster": "c1", "replicas": 2}], "scheduledTime": rfc3339_ms(0.0)}}
@@ -40,7 +44,7 @@ class Asked:
 
 async def test_one_request_per_binding_and_episode() -> None:
     now = [100.0]
-    clusters = SimpleNamespace(cache={CLUSTER.key("c1"): cluster(False, 10.0)})
+    clusters = SimpleNamespace(cache={CLUSTER.key("c1"): cluster(False, 10.0), **READY_TOO})
     bindings = SimpleNamespace(cache={BINDING.key(b): binding(b) for b in ("a", "b")})
     fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"a", "b"}})
     asked = Asked()
@@ -104,7 +108,7 @@ async def test_karmadas_never_fail_over_tolerations_keep_a_binding_on_a_not_read
     """Karmada's idiom: tolerate ``cluster.karmada.io/not-ready`` and ``/unreachable`` (NoExecute, no
     seconds) and the binding never fails over; DRO-DS's not-ready taint is the same condition."""
     now = [100.0]
-    clusters = SimpleNamespace(cache={CLUSTER.key("c1"): cluster(False, 10.0)})
+    clusters = SimpleNamespace(cache={CLUSTER.key("c1"): cluster(False, 10.0), **READY_TOO})
     never, limited = binding("never"), binding("limited")
     never["spec"] = {"placement": {"clusterTolerations": [
         {"key": "cluster.karmada.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
@@ -183,7 +187,7 @@ async def test_a_pass_asks_for_many_bindings_at_once() -> None:
     in flight (a storm of 100,000 bindings one write at a time moved ~100 a second), asks for each binding
     once, and asks again next pass for one whose write failed."""
     names = [f"b{i:03d}" for i in range(100)]
-    clusters = SimpleNamespace(cache={CLUSTER.key("c1"): cluster(False, 10.0)})
+    clusters = SimpleNamespace(cache={CLUSTER.key("c1"): cluster(False, 10.0), **READY_TOO})
     bindings = SimpleNamespace(cache={BINDING.key(b): binding(b) for b in names})
     fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": set(names)})
 
@@ -220,7 +224,7 @@ async def test_within_the_toleration_a_pass_reads_no_binding_until_one_runs_out(
     binding placed there changed, or when the next toleration there runs out."""
     now = [20.0]
     down = cluster(False, 10.0)
-    clusters = SimpleNamespace(cache={CLUSTER.key("c1"): down})
+    clusters = SimpleNamespace(cache={CLUSTER.key("c1"): down, **READY_TOO})
     patient = binding("patient")
     patient["spec"] = {"placement": {"clusterTolerations": [
         {"key": "cluster.multicluster.io/not-ready", "operator": "Exists", "effect": "NoExecute",
@@ -265,7 +269,7 @@ async def test_a_binding_failed_over_from_two_clusters_in_one_pass_remembers_bot
     await registry.create(BINDING, {"apiVersion": "multicluster.io/v1alpha1", "kind": "Binding",
                                     "metadata": {"name": "a"}, "spec": {"replicas": 2}})
     down = {n: {**cluster(False, 10.0), "metadata": {"name": n}} for n in ("c1", "c2")}
-    clusters = SimpleNamespace(cache={CLUSTER.key(n): c for n, c in down.items()})
+    clusters = SimpleNamespace(cache={**{CLUSTER.key(n): c for n, c in down.items()}, **READY_TOO})
     bindings = SimpleNamespace(cache={BINDING.key("a"): found})  # never told of the writes
     fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"a"}, "c2": {"a"}})
     failover = Failover(fleet, MemberSettings(tolerationSeconds=30), Rescheduler(registry), clock=lambda: 100.0)  # type: ignore[arg-type]
@@ -277,7 +281,7 @@ async def test_a_binding_failed_over_from_two_clusters_in_one_pass_remembers_bot
 
 
 async def test_a_binding_deleted_before_its_turn_is_not_asked_for() -> None:
-    clusters = SimpleNamespace(cache={CLUSTER.key("c1"): cluster(False, 10.0)})
+    clusters = SimpleNamespace(cache={CLUSTER.key("c1"): cluster(False, 10.0), **READY_TOO})
     bindings = SimpleNamespace(cache={BINDING.key(b): binding(b) for b in ("a", "b")})
     fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"a", "b"}})
 

@@ -121,6 +121,38 @@ def test_partition_is_handled_like_down(fresh: Env) -> None:
     _failover(fresh, "pt", "partition")
 
 
+def test_every_member_gone_moves_nothing_and_their_copies_stay_when_they_return(fresh: Env) -> None:
+    """Every member stops answering at once: no failover (nowhere to go, and more likely the control plane's
+    loss than theirs) past the binding's toleration; back, the same copies run where they ran."""
+    env, name = fresh, "all-gone"
+    even = {"replicaSchedulingType": "Divided", "weightPreference": {"staticWeightList": [
+        {"targetCluster": {"clusterNames": [c]}, "weight": 1} for c in ("aws-dfw", "gcp-sin")]}}
+    tolerate = [{"key": "cluster.multicluster.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                 "tolerationSeconds": 3}]
+    env.create(RPP, policy(name, name, ["aws-dfw", "gcp-sin"], replicaScheduling=even, clusterTolerations=tolerate))
+    env.create(deploy_path(), deployment(name, 4))
+    b = wait_for(lambda: running(env, name), 20, f"{name} Running")
+    assert placement(b) == {"aws-dfw": 2, "gcp-sin": 2}
+    uids = {c: env.members[c].deployment(name).metadata.uid for c in ("aws-dfw", "gcp-sin")}
+    for m in env.members.values():
+        m.fault("partition")
+    wait_for(lambda: all(env.ready(c) == "False" for c in env.members), 15, "every member NotReady")
+    held_until = time.monotonic() + 6.0  # twice the binding's toleration: held all that time
+    while time.monotonic() < held_until:
+        b = env.binding(binding_of(name)) or {}
+        assert placement(b) == {"aws-dfw": 2, "gcp-sin": 2}, b.get("status")
+        assert "multicluster.io/failed-over-from" not in (b["metadata"].get("annotations") or {})
+        time.sleep(0.2)
+    for c in ("aws-dfw", "gcp-sin", "azure-lhr"):  # the members holding copies first: within the toleration
+        env.members[c].fault("up")
+    wait_for(lambda: all(env.ready(c) == "True" for c in env.members), 15, "every member Ready again")
+    b = wait_for(lambda: running(env, name), 15, f"{name} Running again")
+    assert placement(b) == {"aws-dfw": 2, "gcp-sin": 2}
+    assert {c: env.members[c].deployment(name).metadata.uid for c in uids} == uids  # not deleted and made anew
+    assert env.copies(name) == {"aws-dfw": 2, "gcp-sin": 2}
+    cleanup(env, name)
+
+
 def test_cordon_and_drain(env: Env) -> None:
     env.create(RPP, policy("dr", "dr", ["aws-dfw", "gcp-sin"]))
     env.create(deploy_path(), deployment("dr", 4))
