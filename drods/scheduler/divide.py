@@ -37,6 +37,7 @@ import numpy as np
 from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
 
 _GREEDY = 16
+CLAMP_SLACK = 0.5  # a new seat may end up to half its step above the clamp's level (`_clamp_top`)
 _REL = 1e-12
 
 
@@ -264,6 +265,24 @@ def webster(
     return s
 
 
+@dataclass(frozen=True, slots=True)
+class TopClamp:
+    """What the WaterLevel division's clamp on the hottest reads (`_clamp_top`), gathered from the fleet's
+    arrays only when a division needs it: most do not, their new seats staying under the hottest level."""
+
+    levels: FloatArr  # per fleet row, its water level now (this workload's own replicas counted)
+    steps: FloatArr  # per fleet row and resource, the water level one replica adds (inf: none fits)
+    cols: tuple[int, ...]  # the resources the water level counts
+    rows: IntArr  # per position, its fleet row
+    existing: IntArr  # per position, this workload's replicas there now
+
+    def sub(self, g: IntArr) -> TopClamp:
+        return TopClamp(self.levels, self.steps, self.cols, self.rows[g], self.existing[g])
+
+    def step_at(self, pos: IntArr | slice) -> FloatArr:
+        return np.asarray(self.steps[self.rows[pos]][:, list(self.cols)].max(axis=1), dtype=np.float64)
+
+
 @dataclass(slots=True)
 class DivisionInput:
     """Candidate-local arrays (length m) describing one division problem."""
@@ -278,6 +297,7 @@ class DivisionInput:
     static_weights: FloatArr | None = None
     required: IntArr | None = None  # positions that must get ≥ 1 replica (spread minGroups)
     keep_existing: bool = True
+    clamp: TopClamp | None = None  # WaterLevel: no new seat piled onto the hottest (None: not clamped)
 
 
 def aggregate(
@@ -385,7 +405,7 @@ def divide(inp: DivisionInput) -> IntArr:
     w_spread = np.where(caps > 0, headroom * (np.maximum(inp.scores, 1.0) / 100.0), 0.0)
     fresh = init is None or not init.any()
     if sigma >= 1.0 and fresh:
-        return webster(total, w_spread, caps, prefer=inp.prefer)
+        return _clamp_top(total, w_spread, caps, None, inp)
     pack = aggregate(total, caps, used=inp.existing > 0, scores=inp.scores, prefer=inp.prefer)
     if sigma <= 0.0 and fresh:
         return pack
@@ -396,4 +416,57 @@ def divide(inp: DivisionInput) -> IntArr:
         blend += (sigma * total / wsum) * w_spread
     if sigma < 1:
         blend += (1.0 - sigma) * pack
-    return webster(total, blend, caps, initial=init, prefer=inp.prefer)
+    return _clamp_top(total, blend, caps, init, inp)
+
+
+def _clamp_top(total: int, w: FloatArr, caps: FloatArr, init: IntArr | None, inp: DivisionInput) -> IntArr:
+    """Webster, with no new seat lifting a position more than half a step above the higher of the hottest
+    candidate's level now and the lowest level under which all the new seats fit: the proportional share
+    hedges against levels that move (a cluster low now is often one whose day has not begun), the clamp
+    keeps it from piling onto the hottest. What the clamp cannot hold (only when ``caps`` leave too little
+    room under it) goes by ``caps``."""
+    first = webster(total, w, caps, initial=init, prefer=inp.prefer)
+    c = inp.clamp
+    if c is None:
+        return first
+    held = np.zeros(caps.size, dtype=np.intp) if init is None else init
+    touched = np.flatnonzero(first > held)
+    if not touched.size:
+        return first
+    level = c.levels[c.rows]
+    top = float(np.max(level, where=w > 0, initial=-np.inf))  # (a weight > 0 has caps > 0)
+    step = c.step_at(touched)
+    after = level[touched] + (first[touched] - c.existing[touched]) * step
+    if bool(np.all(~np.isfinite(step) | (after <= top + (CLAMP_SLACK + 1e-9) * step))):
+        return first  # nothing above the hottest: the common case, without the steps of every position
+    tight = _under_top(total - int(held.sum()), w, caps, held, level, c.step_at(slice(None)), c.existing, top)
+    if tight is None:
+        return first
+    clamped = webster(total, w, tight, initial=init, prefer=inp.prefer)
+    return clamped if int(clamped.sum()) >= total else webster(total, w, caps, initial=clamped, prefer=inp.prefer)
+
+
+def _under_top(need: int, w: FloatArr, caps: FloatArr, held: IntArr, level: FloatArr, step: FloatArr,
+               existing: IntArr, top: float) -> FloatArr | None:
+    """``caps`` tightened to the seats each position holds under the clamp's level (None: no room to spare,
+    the caps decide)."""
+    known = np.isfinite(step) & (step > 0)
+    base = level - existing * np.where(known, step, 0.0)  # the level without this workload
+    open_ = known & (w > 0) & (caps > held)
+    b, st, now, most = base[open_], step[open_], held[open_].astype(np.float64), np.minimum(np.floor(caps[open_]), 1e12)
+
+    def new_seats(at: float) -> float:
+        return float(np.maximum(np.minimum(np.floor((at - b) / st + CLAMP_SLACK + 1e-9), most) - now, 0.0).sum())
+
+    at = top
+    if new_seats(at) < need:
+        if float((most - now).sum()) <= need:
+            return None
+        lo, hi, tolerance = at, float((b + most * st).max()), 1e-6 * float(st.min())
+        while hi - lo > tolerance:  # the lowest level under which they all fit
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if new_seats(mid) < need else (lo, mid)
+        at = hi
+    with np.errstate(divide="ignore", invalid="ignore"):
+        under = np.where(known, np.floor((at - base) / step + CLAMP_SLACK + 1e-9), np.inf)
+    return np.minimum(caps, np.maximum(under, held))

@@ -32,7 +32,7 @@ from drods.scheduler.arrays import BoolArr, FloatArr, IntArr
 from drods.scheduler.capacity import replica_shape
 from drods.scheduler.concentrate import affinity_mean, concentrate
 from drods.scheduler.cost_first import cheapest_fill
-from drods.scheduler.divide import DivisionInput, divide
+from drods.scheduler.divide import DivisionInput, TopClamp, divide
 from drods.scheduler.groups import select_spread
 from drods.scheduler.interface import Rejection, ScorePlugin
 from drods.scheduler.options import Options, weigh_options
@@ -605,6 +605,17 @@ class Scheduler:
         margin = math.inf if self.near_ceiling is None else self.near_ceiling
         return Ceiling(snap.water_level[rows], steps, margin, limits=shape.limit[rows], headroom=headroom)
 
+    @staticmethod
+    def _top_clamp(info: TaskInfo, snap: Snapshot, rows: IntArr, existing: IntArr) -> TopClamp | None:
+        """A division near the users levels their clusters instead of piling new replicas onto the hottest
+        (`drods.scheduler.divide._clamp_top`): they share the users' day, so a low one is not one whose day
+        has not begun. Not for a division from scratch, whose own replicas a fleet change lifts from the
+        levels; nor without users, where the water-level weights spread as S10 says."""
+        if info.division != "WaterLevel" or info.rebalance:
+            return None
+        shape = replica_shape(info, snap)
+        return TopClamp(snap.water_level, shape.step, shape.wl_rs, rows, existing) if shape.wl_rs else None
+
     def _divide(self, cyc: CycleState) -> IntArr:
         """S7, S10: replicas per selected candidate (in ``cyc.rows_sel`` order)."""
         t0 = time.perf_counter()
@@ -650,6 +661,7 @@ class Scheduler:
             group = nearest_user(lat, info.latency_slo_ms)
             own = np.where(group >= 0, lat[np.maximum(group, 0), np.arange(group.size)], np.fmin.reduce(lat, axis=0))
             ceiling = self._ceiling(info, snap, rows_sel)
+            inp.clamp = self._top_clamp(info, snap, rows_sel, existing_sel)
             counts = divide_by_users(inp, group, users.weights, own, near_ms=self.near_ms, ceiling=ceiling)
             if ceiling is not None and ceiling.held_back:
                 cyc.near_ceiling = (

@@ -72,6 +72,7 @@ def divide_in_tiers(inp: DivisionInput, tier: IntArr, fn: Callable[[DivisionInpu
             required = required[required >= 0]
         sub = replace(inp, total=share, caps=inp.caps[g], existing=inp.existing[g], scores=inp.scores[g],
                       prefer=inp.prefer[g], required=required,
-                      static_weights=None if inp.static_weights is None else inp.static_weights[g])
+                      static_weights=None if inp.static_weights is None else inp.static_weights[g],
+                      clamp=None if inp.clamp is None else inp.clamp.sub(g))
         counts[g] = fn(sub, g)
     return counts

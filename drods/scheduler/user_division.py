@@ -125,7 +125,8 @@ def divide_by_users(inp: DivisionInput, group: IntArr, shares: FloatArr, latency
     for u, (g, share, width) in enumerate(zip(members, quota.tolist(), widths, strict=True)):
         if share > 0 and g.size:
             sub = replace(inp, total=int(share), caps=inp.caps[g], existing=inp.existing[g], scores=inp.scores[g],
-                          prefer=inp.prefer[g], required=None, static_weights=None)
+                          prefer=inp.prefer[g], required=None, static_weights=None,
+                          clamp=None if inp.clamp is None else inp.clamp.sub(g))
             bands = latency_bands(latency[g], width)
             if bands.max() == 0:
                 counts[g] = divide(sub)

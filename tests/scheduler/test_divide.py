@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drods.model.binding import TargetCluster
+from drods.model.cluster import NetworkProfile
 from drods.model.placement import (
     ClusterAffinity,
     Placement,
@@ -15,6 +16,7 @@ from drods.model.placement import (
     WeightPreference,
 )
 from drods.scheduler import DivisionInput, Scheduler, Snapshot, Task, aggregate, divide, webster
+from drods.scheduler.divide import TopClamp
 from tests.scheduler.conftest import add, status, task
 
 INF = np.inf
@@ -341,3 +343,64 @@ def test_aggregated_minimal_and_proportional(caps: list[float], total: int, data
     assert d.sum() == down and (d <= s).all()
     keep = int(np.searchsorted(np.cumsum(np.sort(s)[::-1]), down - 0.5)) + 1 if down else 0
     assert (d > 0).sum() <= keep
+
+
+def _clamped(total: int, levels: list[float], existing: list[int], step: float = 0.0156,
+             caps: float = 12.0) -> tuple[list[int], list[int]]:
+    """A WaterLevel scale-up over equal clusters at ``levels``: (without the clamp, with it)."""
+    m = len(levels)
+    inp = _inp("WaterLevel", total, [caps] * m, existing=existing)
+    plain = divide(inp).tolist()
+    inp.clamp = TopClamp(np.asarray(levels), np.full((m, 2), [step, step / 4]), (0,), np.arange(m),
+                         np.asarray(existing))
+    return plain, divide(inp).tolist()
+
+
+def test_a_scale_up_piles_no_new_replica_onto_the_hottest_while_the_others_have_room() -> None:
+    """light-load's peak: 15 → 25 replicas over six clusters, the one they hold least of already the hottest."""
+    levels, existing = [0.691, 0.661, 0.652, 0.656, 0.661, 0.671], [2, 3, 2, 3, 2, 3]
+    plain, clamped = _clamped(25, levels, existing)
+    assert plain[0] > 2  # in proportion to room: the hottest takes its share and ends highest
+    assert clamped[0] == 2 and sum(clamped) == 25 and all(n >= e for n, e in zip(clamped, existing, strict=True))
+    after = [lv + (n - e) * 0.0156 for lv, n, e in zip(levels, clamped, existing, strict=True)]
+    assert max(after) <= max(levels) + 0.5 * 0.0156 + 1e-9
+
+
+def test_a_share_under_the_hottest_is_divided_as_without_the_clamp() -> None:
+    plain, clamped = _clamped(14, [0.40, 0.41, 0.42, 0.40, 0.43, 0.70], [2, 2, 2, 2, 2, 2])
+    assert clamped == plain == [3, 3, 2, 2, 2, 2]  # the two new seats on the preferred, far under the hottest
+
+
+def test_when_every_cluster_stands_as_high_the_level_rises_for_all_of_them() -> None:
+    plain, clamped = _clamped(30, [0.5] * 6, [2] * 6)
+    assert sum(clamped) == 30 and max(clamped) - min(clamped) <= 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(levels=st.lists(st.floats(0.0, 0.9), min_size=1, max_size=10), data=st.data())
+def test_the_clamp_keeps_the_divisions_invariants(levels: list[float], data: st.DataObject) -> None:
+    m = len(levels)
+    existing = data.draw(st.lists(st.integers(0, 5), min_size=m, max_size=m))
+    caps = [float(e + data.draw(st.integers(0, 8))) for e in existing]
+    total = data.draw(st.integers(sum(existing), sum(existing) + 40))
+    inp = _inp("WaterLevel", total, caps, existing=existing)
+    plain = divide(inp)
+    inp.clamp = TopClamp(np.asarray(levels), np.full((m, 2), 0.02), (0, 1), np.arange(m), np.asarray(existing))
+    out = divide(inp)
+    assert out.sum() == plain.sum() == min(total, int(sum(caps)))  # as many placed
+    assert (out <= np.asarray(caps)).all() and (out >= np.asarray(existing)).all()  # capped; a scale-up only adds
+
+
+def test_through_the_scheduler_a_scale_up_near_its_users_leaves_the_hottest_cluster_alone(
+        snap: Snapshot, sched: Scheduler) -> None:
+    for i, used in enumerate((44.0, 40.0, 40.5, 41.0)):  # 64 cores each, one region: c0 the hottest by ~0.06
+        add(snap, f"c{i}", region="eu", network=NetworkProfile(latencyMs={"eu": 5}),
+            st=status(cpu=64, mem=256, cpu_used=used))
+    placed = [TargetCluster(cluster=f"c{i}", replicas=2) for i in range(4)]
+    snap.assume(placed, task().resources, key="w")
+    users = Placement.model_validate({"users": [{"region": "eu"}], "latencySLOMs": 50})
+    up = sched.schedule(Task(task(replicas=16, placement=users), name="w", current=placed), snap).placement_dict()
+    assert sum(up.values()) == 16 and up["c0"] == 2, up
+    # without users the water-level weights spread as ever (S10): the hottest takes its share
+    plain = sched.schedule(Task(task(replicas=16), name="w", current=placed), snap).placement_dict()
+    assert sum(plain.values()) == 16 and plain["c0"] > 2, plain
