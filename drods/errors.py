@@ -127,6 +127,7 @@ def field_errors_of(errors: Iterable[Mapping[str, Any]], prefix: str = "") -> li
     """pydantic's errors as ``[{field, message}]``, each once; an error of a whole object whose message
     names its field first is placed at that field."""
     out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()  # (a list's membership test made 10,000 errors take seconds)
     errors = list(errors)
     for err in _without_other_branches(errors, prefix):
         loc = tuple(err.get("loc", ()))
@@ -136,9 +137,9 @@ def field_errors_of(errors: Iterable[Mapping[str, Any]], prefix: str = "") -> li
             field, msg = f"{prefix}{m['field']}", m["message"]
         if len(msg) > MAX_MESSAGE:
             msg = f"{msg[:MAX_MESSAGE]}… ({len(msg)} characters)"
-        row = {"field": field, "message": msg}
-        if row not in out:
-            out.append(row)
+        if (field, msg) not in seen:
+            seen.add((field, msg))
+            out.append({"field": field, "message": msg})
     return out
 
 
