@@ -267,20 +267,15 @@ def webster(
 
 @dataclass(frozen=True, slots=True)
 class TopClamp:
-    """What the WaterLevel division's clamp on the hottest reads (`_clamp_top`), gathered from the fleet's
-    arrays only when a division needs it: most do not, their new seats staying under the hottest level."""
+    """What the WaterLevel division's clamp on the hottest reads (`_clamp_top`), per position: the same
+    levels and steps the users' band's ceiling reads, and this workload's replicas there now."""
 
-    levels: FloatArr  # per fleet row, its water level now (this workload's own replicas counted)
-    steps: FloatArr  # per fleet row and resource, the water level one replica adds (inf: none fits)
-    cols: tuple[int, ...]  # the resources the water level counts
-    rows: IntArr  # per position, its fleet row
-    existing: IntArr  # per position, this workload's replicas there now
+    levels: FloatArr  # its water level now (this workload's own replicas counted)
+    steps: FloatArr  # the water level one replica adds (the larger resource's; inf: none fits)
+    existing: IntArr  # this workload's replicas there now (a sub-division may replace the input's)
 
     def sub(self, g: IntArr) -> TopClamp:
-        return TopClamp(self.levels, self.steps, self.cols, self.rows[g], self.existing[g])
-
-    def step_at(self, pos: IntArr | slice) -> FloatArr:
-        return np.asarray(self.steps[self.rows[pos]][:, list(self.cols)].max(axis=1), dtype=np.float64)
+        return TopClamp(self.levels[g], self.steps[g], self.existing[g])
 
 
 @dataclass(slots=True)
@@ -433,13 +428,12 @@ def _clamp_top(total: int, w: FloatArr, caps: FloatArr, init: IntArr | None, inp
     touched = np.flatnonzero(first > held)
     if not touched.size:
         return first
-    level = c.levels[c.rows]
-    top = float(np.max(level, where=w > 0, initial=-np.inf))  # (a weight > 0 has caps > 0)
-    step = c.step_at(touched)
-    after = level[touched] + (first[touched] - c.existing[touched]) * step
+    top = float(np.max(c.levels, where=w > 0, initial=-np.inf))  # (a weight > 0 has caps > 0)
+    step = c.steps[touched]
+    after = c.levels[touched] + (first[touched] - c.existing[touched]) * step
     if bool(np.all(~np.isfinite(step) | (after <= top + (CLAMP_SLACK + 1e-9) * step))):
-        return first  # nothing above the hottest: the common case, without the steps of every position
-    tight = _under_top(total - int(held.sum()), w, caps, held, level, c.step_at(slice(None)), c.existing, top)
+        return first  # nothing above the hottest: the common case
+    tight = _under_top(total - int(held.sum()), w, caps, held, c.levels, c.steps, c.existing, top)
     if tight is None:
         return first
     clamped = webster(total, w, tight, initial=init, prefer=inp.prefer)

@@ -592,29 +592,35 @@ class Scheduler:
                 cyc.required = conc.required
             cyc.base["analysis"] = {**info.analysis(), "concentration": conc.record(cyc.cand.size)}
 
-    def _ceiling(self, info: TaskInfo, snap: Snapshot, rows: IntArr) -> Ceiling | None:
-        """How high a nearer band of the users' clusters fills while a farther one has room (None: to
-        its caps)."""
-        headroom = self.slo_headroom if info.latency_slo_ms is not None else 0.0
-        if self.near_ceiling is None and not headroom:
-            return None
+    @staticmethod
+    def _levels_steps(info: TaskInfo, snap: Snapshot, rows: IntArr) -> tuple[FloatArr, FloatArr] | None:
+        """Per position, its water level now and the level one replica adds (the larger of the resources
+        the level counts); None when the level counts none of the workload's resources."""
         shape = replica_shape(info, snap)
         if not shape.wl_rs:
             return None
-        steps = shape.step[rows][:, list(shape.wl_rs)].max(axis=1)
+        return snap.water_level[rows], shape.step[rows][:, list(shape.wl_rs)].max(axis=1)
+
+    def _ceiling(self, info: TaskInfo, snap: Snapshot, rows: IntArr,
+                 levels_steps: tuple[FloatArr, FloatArr] | None) -> Ceiling | None:
+        """How high a nearer band of the users' clusters fills while a farther one has room (None: to
+        its caps)."""
+        headroom = self.slo_headroom if info.latency_slo_ms is not None else 0.0
+        if levels_steps is None or (self.near_ceiling is None and not headroom):
+            return None
         margin = math.inf if self.near_ceiling is None else self.near_ceiling
-        return Ceiling(snap.water_level[rows], steps, margin, limits=shape.limit[rows], headroom=headroom)
+        return Ceiling(*levels_steps, margin, limits=replica_shape(info, snap).limit[rows], headroom=headroom)
 
     @staticmethod
-    def _top_clamp(info: TaskInfo, snap: Snapshot, rows: IntArr, existing: IntArr) -> TopClamp | None:
+    def _top_clamp(info: TaskInfo, levels_steps: tuple[FloatArr, FloatArr] | None,
+                   existing: IntArr) -> TopClamp | None:
         """A division near the users levels their clusters instead of piling new replicas onto the hottest
         (`drods.scheduler.divide._clamp_top`): they share the users' day, so a low one is not one whose day
         has not begun. Not for a division from scratch, whose own replicas a fleet change lifts from the
         levels; nor without users, where the water-level weights spread as S10 says."""
-        if info.division != "WaterLevel" or info.rebalance:
+        if info.division != "WaterLevel" or info.rebalance or levels_steps is None:
             return None
-        shape = replica_shape(info, snap)
-        return TopClamp(snap.water_level, shape.step, shape.wl_rs, rows, existing) if shape.wl_rs else None
+        return TopClamp(*levels_steps, existing)
 
     def _divide(self, cyc: CycleState) -> IntArr:
         """S7, S10: replicas per selected candidate (in ``cyc.rows_sel`` order)."""
@@ -660,8 +666,9 @@ class Scheduler:
             lat = latency_matrix(snap, users)[:, rows_sel]
             group = nearest_user(lat, info.latency_slo_ms)
             own = np.where(group >= 0, lat[np.maximum(group, 0), np.arange(group.size)], np.fmin.reduce(lat, axis=0))
-            ceiling = self._ceiling(info, snap, rows_sel)
-            inp.clamp = self._top_clamp(info, snap, rows_sel, existing_sel)
+            levels_steps = self._levels_steps(info, snap, rows_sel)
+            ceiling = self._ceiling(info, snap, rows_sel, levels_steps)
+            inp.clamp = self._top_clamp(info, levels_steps, existing_sel)
             counts = divide_by_users(inp, group, users.weights, own, near_ms=self.near_ms, ceiling=ceiling)
             if ceiling is not None and ceiling.held_back:
                 cyc.near_ceiling = (

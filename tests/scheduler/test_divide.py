@@ -351,8 +351,7 @@ def _clamped(total: int, levels: list[float], existing: list[int], step: float =
     m = len(levels)
     inp = _inp("WaterLevel", total, [caps] * m, existing=existing)
     plain = divide(inp).tolist()
-    inp.clamp = TopClamp(np.asarray(levels), np.full((m, 2), [step, step / 4]), (0,), np.arange(m),
-                         np.asarray(existing))
+    inp.clamp = TopClamp(np.asarray(levels), np.full(m, step), np.asarray(existing))
     return plain, divide(inp).tolist()
 
 
@@ -385,7 +384,7 @@ def test_the_clamp_keeps_the_divisions_invariants(levels: list[float], data: st.
     total = data.draw(st.integers(sum(existing), sum(existing) + 40))
     inp = _inp("WaterLevel", total, caps, existing=existing)
     plain = divide(inp)
-    inp.clamp = TopClamp(np.asarray(levels), np.full((m, 2), 0.02), (0, 1), np.arange(m), np.asarray(existing))
+    inp.clamp = TopClamp(np.asarray(levels), np.full(m, 0.02), np.asarray(existing))
     out = divide(inp)
     assert out.sum() == plain.sum() == min(total, int(sum(caps)))  # as many placed
     assert (out <= np.asarray(caps)).all() and (out >= np.asarray(existing)).all()  # capped; a scale-up only adds
