@@ -114,8 +114,8 @@ WORKS = "/apis/multicluster.io/v1alpha1/works"
 FAILURE_DETECTION = {
     "default": ("members: {}\n", "the product's", "probed every 5 s, NotReady after 15 s, moved 30 s after"),
     "fast": ("members: {probeIntervalSeconds: 2, notReadyGraceSeconds: 6, tolerationSeconds: 0, "
-             "holdFailoverWhileNoneReady: false}\n", "fast",
-             "probed every 2 s, NotReady after 6 s, moved at once, even with every member NotReady"),
+             "holdFailoverWhileNoneReady: false, unhealthyClusterThreshold: 1}\n", "fast",
+             "probed every 2 s, NotReady after 6 s, moved at once, even with most or every member NotReady"),
 }
 SETTINGS = "apiVersion: config.drods.io/v1alpha1\nkind: DRODSConfiguration\n"
 CLK_TCK = os.sysconf("SC_CLK_TCK")

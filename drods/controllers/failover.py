@@ -23,7 +23,9 @@ still evicts): when every member stops answering at once, the control plane more
 network, its own stall) than they all failed, and there is nowhere to move to — failing over would only
 delete every member's copies when they come back. Once a cluster is Ready again, the NotReady clusters'
 tolerations start from then, so members coming back one after another are not moved off in between
-(Kubernetes' node lifecycle controller does both when every zone is fully disrupted).
+(Kubernetes' node lifecycle controller does both when every zone is fully disrupted). When most of the
+fleet is NotReady but not all of it, failovers for NotReady go at a slow pace, or none on a small fleet
+(`drods.controllers.eviction_pace`); bindings whose toleration ran out wait their turn, oldest first.
 """
 
 from __future__ import annotations
@@ -33,12 +35,14 @@ import heapq
 import logging
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from drods.controllers.cluster_eviction import evict, release, tasked
+from drods.controllers.eviction_pace import EvictionPace, Pace
 from drods.controllers.fleet import MemberFleet
 from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import TOLERATION_ANNOTATION, MemberSettings, annotation_seconds
@@ -125,6 +129,7 @@ class _Episode:
 
     since: float
     asked: set[str] = field(default_factory=set)  # bindings asked to move off since then: a name each
+    ended: bool = False  # the cluster is back (or a new episode began): its waiting evictions are dropped
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,10 @@ class Failover:
         self.not_ready: set[str] = set()
         self.holding = False
         self.resumed_at = -math.inf  # when the fleet last left a hold: NotReady tolerations count from then
+        self.pace = EvictionPace(settings)
+        self.paced: Pace = self.pace.rate(0, 0)[0]
+        # failovers for NotReady due but not yet handed on at the fleet's pace: binding → its evictions, oldest first
+        self.waiting: OrderedDict[str, list[_Eviction]] = OrderedDict()
 
     async def run(self) -> None:
         """A pass when a cluster turns NotReady (or tainted, or back) and at least every probe interval (a
@@ -216,6 +225,7 @@ class Failover:
         NotReady clusters are looked at again, their tolerations counted from ``now``."""
         held = self.settings.holdFailoverWhileNoneReady and not self.ready and bool(self.not_ready)
         if held and not self.holding:
+            self.waiting.clear()  # due before the hold: looked at again when it ends, their tolerations from then
             log.warning("failover held: none of the %d clusters is Ready (%d NotReady) — the control plane more "
                         "likely lost them than they all failed; their tolerations start again once one is Ready",
                         len(self.ready) + len(self.not_ready), len(self.not_ready))
@@ -275,10 +285,11 @@ class Failover:
                           partial(taint_reason, name, taint))
             episodes = self.triggered.get(name, {})
             for key in episodes.keys() - current:
-                del episodes[key]
+                episodes.pop(key).ended = True
                 recovered = True
             if not episodes:
                 self.triggered.pop(name, None)
+        due = self._paced(due, now)
         moved: list[str] = []
 
         async def evict_all(evictions: list[_Eviction]) -> None:
@@ -307,9 +318,13 @@ class Failover:
         episodes = self.triggered.setdefault(name, {})
         episode = episodes.get(episode_key)
         if episode is None or episode.since != since:
+            if episode is not None:
+                episode.ended = True
             episode = episodes[episode_key] = _Episode(since)
         next_look = math.inf
         for b in sorted(self.fleet.by_cluster.get(name, set()) - episode.asked):
+            if any(e.episode is episode for e in self.waiting.get(b, ())):
+                continue  # due already, waiting for its turn
             binding = self.fleet.bindings.cache.get(BINDING.key(b))
             if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
                 continue
@@ -331,6 +346,43 @@ class Failover:
             due.setdefault(b, []).append(_Eviction(b, name, reason_of(tol), episode, failed_over))
         if next_look < math.inf:
             heapq.heappush(self._looks, (next_look, name))
+
+    def _paced(self, due: dict[str, list[_Eviction]], now: float) -> dict[str, list[_Eviction]]:
+        """The evictions that go now: a NoExecute taint's at once (somebody's decision to empty the cluster),
+        the failovers for NotReady at the fleet's pace, the oldest waiting first."""
+        pace, rate = self.pace.rate(len(self.not_ready), len(self.fleet.clusters.cache))
+        if pace != self.paced:
+            self._log_pace(pace, rate)
+            self.paced = pace
+        if rate is None and not self.waiting:
+            return due
+        now_due: dict[str, list[_Eviction]] = {}
+        for b, evictions in due.items():
+            for e in evictions:
+                (self.waiting.setdefault(b, []) if e.failed_over else now_due.setdefault(b, [])).append(e)
+        allowed = taken = self.pace.take(len(self.waiting), rate, now)
+        while taken and self.waiting:
+            b, evictions = self.waiting.popitem(last=False)
+            live = [e for e in evictions if not e.episode.ended]
+            if live:
+                now_due.setdefault(b, []).extend(live)
+                taken -= 1
+        self.pace.give_back(taken)
+        if allowed and self.waiting:
+            log.info("failover: %d binding(s) handed on, %d waiting (%s pace)", allowed - taken, len(self.waiting),
+                     self.paced)
+        return now_due
+
+    def _log_pace(self, pace: Pace, rate: float | None) -> None:
+        clusters, s = len(self.fleet.clusters.cache), self.settings
+        if pace in ("slowed", "halted"):
+            log.warning("failover %s: %d of %d clusters NotReady (over %g of the fleet, a fleet of %s %d clusters) — "
+                        "%s", pace, len(self.not_ready), clusters, s.unhealthyClusterThreshold,
+                        "more than" if clusters > s.largeClusterNumThreshold else "at most", s.largeClusterNumThreshold,
+                        f"{rate:g} binding(s) a second" if pace == "slowed" else "none until fewer are")
+        else:
+            log.warning("failover at its %s pace again: %d of %d clusters NotReady (%s)", pace, len(self.not_ready),
+                        clusters, "no limit" if rate is None else f"{rate:g} binding(s) a second")
 
     async def _evict(self, e: _Eviction, now: float, written: Obj | None) -> tuple[bool, Obj | None]:
         """Hand ``e.binding`` to the scheduler, starting from ``written`` (what this pass last wrote of it)

@@ -46,6 +46,14 @@ class MemberSettings(BaseModel):
     # ... unless no cluster is Ready: every member silent at once is more likely the control plane's loss
     # (`drods.controllers.failover`); false fails over all the same (a bench of the failover storm does)
     holdFailoverWhileNoneReady: bool = True
+    # Bindings failover hands to the scheduler a second while the fleet is healthy (None: as their
+    # tolerations run out); when more than unhealthyClusterThreshold of the clusters are NotReady, at
+    # secondaryEvictionRate on a fleet of more than largeClusterNumThreshold clusters, none on a smaller one
+    # (Karmada's eviction queue: `drods.controllers.eviction_pace`)
+    evictionRate: float | None = Field(default=None, gt=0)
+    secondaryEvictionRate: float = Field(default=0.1, ge=0)
+    unhealthyClusterThreshold: float = Field(default=0.55, ge=0, le=1)
+    largeClusterNumThreshold: int = Field(default=10, ge=0)
     # How often an unchanged Ready condition's lastHeartbeatTime is rewritten in the Cluster object.
     heartbeatWriteSeconds: float = Field(default=20.0, gt=0)
     # The fleet's heartbeat writes a second at most: a large fleet's heartbeats are spaced further

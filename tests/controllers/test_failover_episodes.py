@@ -272,7 +272,9 @@ async def test_a_binding_failed_over_from_two_clusters_in_one_pass_remembers_bot
     clusters = SimpleNamespace(cache={**{CLUSTER.key(n): c for n, c in down.items()}, **READY_TOO})
     bindings = SimpleNamespace(cache={BINDING.key("a"): found})  # never told of the writes
     fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"a"}, "c2": {"a"}})
-    failover = Failover(fleet, MemberSettings(tolerationSeconds=30), Rescheduler(registry), clock=lambda: 100.0)  # type: ignore[arg-type]
+    # two of three clusters down is a small fleet's mass disruption, which halts failover by default
+    settings = MemberSettings(tolerationSeconds=30, unhealthyClusterThreshold=1)
+    failover = Failover(fleet, settings, Rescheduler(registry), clock=lambda: 100.0)  # type: ignore[arg-type]
     assert await failover.tick() == ["a", "a"]
     written = await registry.get(BINDING, "a")
     assert written["metadata"]["annotations"][FAILED_OVER_FROM] == "c1,c2"

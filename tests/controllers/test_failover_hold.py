@@ -1,5 +1,6 @@
 """No failover while no cluster is Ready: the control plane more likely lost every member than they all
-failed, and there is nowhere to go; once one is Ready, the NotReady clusters' tolerations start again."""
+failed, and there is nowhere to go; once one is Ready, the NotReady clusters' tolerations start again. While
+most of the fleet is NotReady, failovers go at a slow pace (none on a small fleet)."""
 
 from __future__ import annotations
 
@@ -33,13 +34,15 @@ class Asked:
         self.moves.append((name, reason.split(" on cluster ")[1].split()[0]))
 
 
-def plane(clusters: dict[str, dict[str, Any]], placed: dict[str, str], now: list[float]) -> tuple[Failover, Asked]:
+def plane(clusters: dict[str, dict[str, Any]], placed: dict[str, str], now: list[float],
+          **settings: Any) -> tuple[Failover, Asked]:
     fleet = SimpleNamespace(
         clusters=SimpleNamespace(cache={CLUSTER.key(n): c for n, c in clusters.items()}),
         bindings=SimpleNamespace(cache={BINDING.key(b): binding(b, c) for b, c in placed.items()}),
         by_cluster={c: {b for b, on in placed.items() if on == c} for c in clusters})
     asked = Asked()
-    return Failover(fleet, MemberSettings(tolerationSeconds=30), asked, clock=lambda: now[0]), asked  # type: ignore[arg-type]
+    return Failover(fleet, MemberSettings(tolerationSeconds=30, **settings), asked,  # type: ignore[arg-type]
+                    clock=lambda: now[0]), asked
 
 
 def turn(failover: Failover, name: str, obj: dict[str, Any]) -> None:
@@ -105,3 +108,79 @@ async def test_with_one_cluster_ready_the_others_fail_over_as_ever() -> None:
     failover, asked = plane({"a": cluster("a", "False", 100.0), "b": cluster("b", "True", 0.0)},
                             {"on-a": "a", "on-b": "b"}, now)
     assert await failover.tick() == ["on-a"] and not failover.holding
+
+
+def fleet_of(ready: int, down: int, since: float = 100.0) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """``ready`` Ready clusters and ``down`` NotReady ones, a binding on each of those (``on-dN``)."""
+    clusters = {f"r{i}": cluster(f"r{i}", "True", 0.0) for i in range(ready)}
+    clusters |= {f"d{i}": cluster(f"d{i}", "False", since) for i in range(down)}
+    return clusters, {f"on-d{i}": f"d{i}" for i in range(down)}
+
+
+async def test_most_of_a_large_fleet_not_ready_fails_over_at_the_secondary_rate() -> None:
+    """8 of 12 NotReady (over 55 %, more than 10 clusters): 0.1 binding a second, the oldest due first."""
+    now = [1000.0]
+    failover, asked = plane(*fleet_of(4, 8), now)
+    assert await failover.tick() == ["on-d0"] and failover.paced == "slowed" and len(failover.waiting) == 7
+    now[0] = 1005.0
+    assert await failover.tick() == []
+    now[0] = 1010.0
+    assert await failover.tick() == ["on-d1"]
+    now[0] = 1040.0  # a burst of one: not three at once after a quiet half-minute
+    assert await failover.tick() == ["on-d2"]
+
+    turn(failover, "d3", cluster("d3", "True", 1040.0))  # back: its binding no longer waits; 7 of 12 still over
+    now[0] = 1050.0
+    assert await failover.tick() == ["on-d4"]
+    for name in ("d0", "d5", "d6", "d7"):
+        turn(failover, name, cluster(name, "True", 1050.0))
+    now[0] = 1050.5  # 3 of 12 NotReady, each already moved off: nothing left waiting, the pace full again
+    assert await failover.tick() == [] and failover.paced == "full" and not failover.waiting
+    assert [b for b, _ in asked.moves] == ["on-d0", "on-d1", "on-d2", "on-d4"]
+
+
+async def test_most_of_a_small_fleet_not_ready_halts_failover_until_fewer_are() -> None:
+    now = [1000.0]
+    failover, asked = plane(*fleet_of(1, 2), now)
+    for t in (1000.0, 2000.0, 5000.0):
+        now[0] = t
+        assert await failover.tick() == [] and failover.paced == "halted"
+    turn(failover, "d0", cluster("d0", "True", 5000.0))  # 1 of 3: the other's toleration ran out long ago
+    assert await failover.tick() == ["on-d1"] and asked.moves == [("on-d1", "d1")] and not failover.waiting
+
+
+async def test_a_configured_rate_paces_a_healthy_fleets_failovers() -> None:
+    now = [1000.0]
+    clusters, _ = fleet_of(10, 1)
+    failover, asked = plane(clusters, {f"w{i}": "d0" for i in range(5)}, now, evictionRate=2.0)
+    assert await failover.tick() == ["w0", "w1"] and failover.paced == "limited"
+    now[0] = 1000.5
+    assert await failover.tick() == ["w2"]
+    now[0] = 1010.0
+    assert await failover.tick() == ["w3", "w4"] and not failover.waiting
+
+
+async def test_a_no_execute_taint_evicts_at_once_while_failover_is_halted() -> None:
+    now = [1000.0]
+    taint = {"key": "maintenance", "effect": "NoExecute", "timeAdded": rfc3339_ms(900.0)}
+    clusters, placed = fleet_of(1, 2)
+    clusters["d0"] = cluster("d0", "False", 100.0, [taint])
+    failover, asked = plane(clusters, placed, now)
+    assert await failover.tick() == ["on-d0"] and failover.paced == "halted"
+    assert asked.moves == [("on-d0", "d0")]
+
+
+async def test_a_hold_drops_the_waiting_failovers_and_they_count_from_its_end() -> None:
+    now = [1000.0]
+    failover, asked = plane(*fleet_of(5, 7), now)
+    assert await failover.tick() == ["on-d0"] and len(failover.waiting) == 6
+    for i in range(5):
+        turn(failover, f"r{i}", cluster(f"r{i}", "False", 1001.0))
+    now[0] = 1100.0
+    assert await failover.tick() == [] and failover.holding and not failover.waiting
+    turn(failover, "r0", cluster("r0", "True", 1100.0))  # 11 of 12 NotReady: slowed, tolerations from now
+    assert await failover.tick() == [] and not failover.holding
+    now[0] = 1129.0
+    assert await failover.tick() == []
+    now[0] = 1130.5
+    assert len(await failover.tick()) == 1 and failover.paced == "slowed" and len(asked.moves) == 2

@@ -153,6 +153,38 @@ def test_every_member_gone_moves_nothing_and_their_copies_stay_when_they_return(
     cleanup(env, name)
 
 
+def test_most_members_gone_halts_failover_until_one_returns(fresh: Env) -> None:
+    """Two of three members stop answering: more than 55 % of a small fleet, so nothing fails over (the
+    few left could not take everyone, and the control plane may be the one cut off); once one is back,
+    the other's bindings leave it as their tolerations say."""
+    env, name = fresh, "most-gone"
+    even = {"replicaSchedulingType": "Divided", "weightPreference": {"staticWeightList": [
+        {"targetCluster": {"clusterNames": [c]}, "weight": 1} for c in ("aws-dfw", "azure-lhr")]}}
+    tolerate = [{"key": "cluster.multicluster.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                 "tolerationSeconds": 3}]
+    env.create(RPP, policy(name, name, ["aws-dfw", "azure-lhr"], replicaScheduling=even, clusterTolerations=tolerate))
+    env.create(deploy_path(), deployment(name, 4))
+    b = wait_for(lambda: running(env, name), 20, f"{name} Running")
+    assert placement(b) == {"aws-dfw": 2, "azure-lhr": 2}
+    for c in ("aws-dfw", "gcp-sin"):
+        env.members[c].fault("partition")
+    wait_for(lambda: env.ready("aws-dfw") == "False" and env.ready("gcp-sin") == "False", 15, "two NotReady")
+    halted_until = time.monotonic() + 6.0  # twice the binding's toleration
+    while time.monotonic() < halted_until:
+        b = env.binding(binding_of(name)) or {}
+        assert placement(b) == {"aws-dfw": 2, "azure-lhr": 2}, b.get("status")
+        time.sleep(0.2)
+    env.members["gcp-sin"].fault("up")
+    b = wait_for(lambda: (x := env.binding(binding_of(name))) and placement(x) == {"azure-lhr": 4} and x, 25,
+                 "moved off aws-dfw once gcp-sin was back",
+                 what_else=lambda: (env.binding(binding_of(name)) or {}).get("status"))
+    assert b["metadata"]["annotations"]["multicluster.io/failed-over-from"] == "aws-dfw"
+    env.members["aws-dfw"].fault("up")
+    wait_for(lambda: env.ready("aws-dfw") == "True", 15, "aws-dfw Ready again")
+    wait_for(lambda: env.copies(name) == {"azure-lhr": 4}, 20, "the old copy cleaned up")
+    cleanup(env, name)
+
+
 def test_cordon_and_drain(env: Env) -> None:
     env.create(RPP, policy("dr", "dr", ["aws-dfw", "gcp-sin"]))
     env.create(deploy_path(), deployment("dr", 4))
