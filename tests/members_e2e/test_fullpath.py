@@ -121,18 +121,23 @@ def test_partition_is_handled_like_down(fresh: Env) -> None:
     _failover(fresh, "pt", "partition")
 
 
+def _two_by_two(env: Env, name: str, clusters: tuple[str, str]) -> None:
+    """``name`` running 2 + 2 on ``clusters`` (even static weights), tolerating NotReady for 3 s."""
+    even = {"replicaSchedulingType": "Divided", "weightPreference": {"staticWeightList": [
+        {"targetCluster": {"clusterNames": [c]}, "weight": 1} for c in clusters]}}
+    tolerate = [{"key": "cluster.multicluster.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                 "tolerationSeconds": 3}]
+    env.create(RPP, policy(name, name, list(clusters), replicaScheduling=even, clusterTolerations=tolerate))
+    env.create(deploy_path(), deployment(name, 4))
+    b = wait_for(lambda: running(env, name), 20, f"{name} Running")
+    assert placement(b) == dict.fromkeys(clusters, 2)
+
+
 def test_every_member_gone_moves_nothing_and_their_copies_stay_when_they_return(fresh: Env) -> None:
     """Every member stops answering at once: no failover (nowhere to go, and more likely the control plane's
     loss than theirs) past the binding's toleration; back, the same copies run where they ran."""
     env, name = fresh, "all-gone"
-    even = {"replicaSchedulingType": "Divided", "weightPreference": {"staticWeightList": [
-        {"targetCluster": {"clusterNames": [c]}, "weight": 1} for c in ("aws-dfw", "gcp-sin")]}}
-    tolerate = [{"key": "cluster.multicluster.io/not-ready", "operator": "Exists", "effect": "NoExecute",
-                 "tolerationSeconds": 3}]
-    env.create(RPP, policy(name, name, ["aws-dfw", "gcp-sin"], replicaScheduling=even, clusterTolerations=tolerate))
-    env.create(deploy_path(), deployment(name, 4))
-    b = wait_for(lambda: running(env, name), 20, f"{name} Running")
-    assert placement(b) == {"aws-dfw": 2, "gcp-sin": 2}
+    _two_by_two(env, name, ("aws-dfw", "gcp-sin"))
     uids = {c: env.members[c].deployment(name).metadata.uid for c in ("aws-dfw", "gcp-sin")}
     for m in env.members.values():
         m.fault("partition")
@@ -158,14 +163,7 @@ def test_most_members_gone_halts_failover_until_one_returns(fresh: Env) -> None:
     few left could not take everyone, and the control plane may be the one cut off); once one is back,
     the other's bindings leave it as their tolerations say."""
     env, name = fresh, "most-gone"
-    even = {"replicaSchedulingType": "Divided", "weightPreference": {"staticWeightList": [
-        {"targetCluster": {"clusterNames": [c]}, "weight": 1} for c in ("aws-dfw", "azure-lhr")]}}
-    tolerate = [{"key": "cluster.multicluster.io/not-ready", "operator": "Exists", "effect": "NoExecute",
-                 "tolerationSeconds": 3}]
-    env.create(RPP, policy(name, name, ["aws-dfw", "azure-lhr"], replicaScheduling=even, clusterTolerations=tolerate))
-    env.create(deploy_path(), deployment(name, 4))
-    b = wait_for(lambda: running(env, name), 20, f"{name} Running")
-    assert placement(b) == {"aws-dfw": 2, "azure-lhr": 2}
+    _two_by_two(env, name, ("aws-dfw", "azure-lhr"))
     for c in ("aws-dfw", "gcp-sin"):
         env.members[c].fault("partition")
     wait_for(lambda: env.ready("aws-dfw") == "False" and env.ready("gcp-sin") == "False", 15, "two NotReady")
