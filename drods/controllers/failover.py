@@ -48,6 +48,7 @@ from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import TOLERATION_ANNOTATION, MemberSettings, annotation_seconds
 from drods.errors import ApiError
 from drods.machinery.informer import subscribed
+from drods.machinery.metrics import queue_depth
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import each_bounded, yielding
 from drods.model.annotations import failover_reason
@@ -195,7 +196,9 @@ class Failover:
             if self.observe_binding(new):
                 changed.set()
 
-        with subscribed((self.fleet.clusters, on_cluster), (self.fleet.bindings, on_binding)):
+        # the failovers waiting for their turn show as drods_workqueue_depth{controller="failover"}
+        with subscribed((self.fleet.clusters, on_cluster), (self.fleet.bindings, on_binding)), \
+                queue_depth("failover", self.waiting):
             await passes.run()
 
     def observe(self, key: str, old: Obj | None, new: Obj | None) -> bool:

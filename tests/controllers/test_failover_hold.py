@@ -4,13 +4,16 @@ most of the fleet is NotReady, failovers go at a slow pace (none on a small flee
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
 from drods.controllers.failover import Failover
 from drods.controllers.settings import MemberSettings
+from drods.machinery import metrics
 from drods.model.kinds import BINDING, CLUSTER
 from drods.model.timefmt import rfc3339_ms
+from tests.monitor_e2e.conftest import eventually
 
 
 def cluster(name: str, status: str, since: float, taints: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -184,3 +187,31 @@ async def test_a_hold_drops_the_waiting_failovers_and_they_count_from_its_end() 
     assert await failover.tick() == []
     now[0] = 1130.5
     assert len(await failover.tick()) == 1 and failover.paced == "slowed" and len(asked.moves) == 2
+
+
+async def test_the_failovers_waiting_their_turn_show_as_the_failover_queue_depth() -> None:
+    m = metrics.ReconcileMetrics()
+    failover, _ = plane(*fleet_of(4, 8), [1000.0])  # the clock stands still: one handed on, seven wait
+    fleet = failover.fleet
+    fleet.synced = asyncio.Event()
+    fleet.synced.set()
+    for informer in (fleet.clusters, fleet.bindings):
+        informer.on_change = lambda handler: (lambda: None)
+
+    async def run() -> None:
+        metrics.CURRENT.set(m)  # as the manager sets it for its runnables
+        await failover.run()
+
+    def depth() -> float | None:
+        return m.registry.get_sample_value("drods_workqueue_depth", {"controller": "failover"})
+
+    task = asyncio.create_task(run())
+    try:
+        async def seven() -> bool:
+            return depth() == 7
+
+        await eventually(seven, what="seven failovers waiting")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert depth() is None
