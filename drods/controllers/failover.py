@@ -43,7 +43,7 @@ from typing import Any
 
 from drods.controllers.cluster_eviction import evict, release, tasked
 from drods.controllers.eviction_pace import EvictionPace, Pace
-from drods.controllers.fleet import MemberFleet
+from drods.controllers.fleet import MemberFleet, ready_condition
 from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import TOLERATION_ANNOTATION, MemberSettings, annotation_seconds
 from drods.errors import ApiError
@@ -218,8 +218,7 @@ class Failover:
         return True
 
     def _readiness(self, name: str, cluster: Obj | None) -> None:
-        ready = condition(cluster, "Ready") if cluster is not None else None
-        status = ready.get("status") if ready is not None else None
+        status = ready_condition(cluster)
         (self.ready.add if status == "True" else self.ready.discard)(name)
         (self.not_ready.add if status == "False" else self.not_ready.discard)(name)
 
