@@ -26,6 +26,9 @@ tolerations start from then, so members coming back one after another are not mo
 (Kubernetes' node lifecycle controller does both when every zone is fully disrupted). When most of the
 fleet is NotReady but not all of it, failovers for NotReady go at a slow pace, or none on a small fleet
 (`drods.controllers.eviction_pace`); bindings whose toleration ran out wait their turn, oldest first.
+Whether failover is held and when it last resumed are kept in the store for the next leader: one that
+takes over after a hold counts the tolerations from its end, and one that finds its predecessor held and
+the fleet back counts them from its own start (when the hold ended is not known; later cannot be too soon).
 """
 
 from __future__ import annotations
@@ -51,8 +54,10 @@ from drods.machinery.informer import subscribed
 from drods.machinery.metrics import queue_depth
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import each_bounded, yielding
+from drods.model import jsondoc
 from drods.model.annotations import failover_reason
 from drods.model.conditions import condition
+from drods.model.keys import FAILOVER_STATE_KEY
 from drods.model.kinds import BINDING, CLUSTER
 from drods.model.taints import NOT_READY_TAINT, taint_key_matches
 from drods.model.timefmt import parse_rfc3339, rfc3339_ms
@@ -174,6 +179,7 @@ class Failover:
         self.not_ready: set[str] = set()
         self.holding = False
         self.resumed_at = -math.inf  # when the fleet last left a hold: NotReady tolerations count from then
+        self.unsaved = False  # the hold began or ended since the store last said so
         self.pace = EvictionPace(settings)
         self.paced: Pace = self.pace.rate(0, 0)[0]
         # failovers for NotReady due but not yet handed on at the fleet's pace: binding → its evictions, oldest first
@@ -236,8 +242,31 @@ class Failover:
             self.dirty |= self.suspects
             log.warning("failover resumed: %d cluster(s) Ready; the %d NotReady are moved off once their "
                         "tolerations run out from now", len(self.ready), len(self.not_ready))
+        self.unsaved |= held != self.holding
         self.holding = held
         return held
+
+    async def _load_state(self) -> None:
+        """The previous leader's hold and the end of its last one (`_hold` ends a hold it was in now)."""
+        kv = await self.fleet.store.get(FAILOVER_STATE_KEY)
+        try:
+            doc = jsondoc.loads(kv.value) if kv is not None else {}
+        except ValueError:
+            doc = {}
+        if not isinstance(doc, dict):
+            return
+        self.holding = doc.get("holding") is True
+        if self.holding:
+            log.warning("failover: the previous leader held it (no cluster Ready); held until one is, the NotReady "
+                        "clusters' tolerations counted from then (or from now, if one is already)")
+        if isinstance(resumed := doc.get("resumedAt"), int | float):
+            self.resumed_at = float(resumed)
+
+    async def _save_state(self) -> None:
+        """Written through this leader's fence: a deposed leader cannot overwrite its successor's."""
+        resumed = self.resumed_at if math.isfinite(self.resumed_at) else None
+        await self.fleet.store.put(FAILOVER_STATE_KEY, jsondoc.dumps({"holding": self.holding, "resumedAt": resumed}))
+        self.unsaved = False
 
     def observe_binding(self, binding: Obj | None) -> bool:
         """A binding placed on a suspect cluster changed (its tolerations, or placed there anew): that
@@ -254,6 +283,7 @@ class Failover:
         now = self.clock()
         starting = not self.scanned
         if starting:
+            await self._load_state()
             self.tasked, self.scanned = tasked(self.fleet), True
             self.suspects = {key[len(CLUSTER.key_prefix()):] for key, c in list(self.fleet.clusters.cache.items())
                              if may_evict(c)}
@@ -261,6 +291,8 @@ class Failover:
             for key, c in list(self.fleet.clusters.cache.items()):
                 self._readiness(key[len(CLUSTER.key_prefix()):], c)
         held = self._hold(now)
+        if self.unsaved:  # before any failover it allows: a successor must not count from before this hold
+            await self._save_state()
         look, self.dirty = self.dirty, set()
         while self._looks and self._looks[0][0] <= now:
             look.add(heapq.heappop(self._looks)[1])

@@ -22,6 +22,7 @@ SCHEDULES_PREFIX = "/history/schedules/"
 FAILURES_PREFIX = "/history/failures/"
 OPERATIONS_PREFIX = "/history/operations/"
 DESCHEDULER_STATE_KEY = "/state/descheduler"  # A6: cooldowns, the hourly rate limit and holds, for the next leader
+FAILOVER_STATE_KEY = "/state/failover"  # S11: whether failover is held, and when it last resumed, for the next leader
 AUTOSCALING_PREFIX = "/history/autoscaling/"  # scaling decisions with their inputs
 DECISIONS_PREFIX = "/history/decisions/"  # X1: route changes, migrations, cache plans (`drods.model.decision`)
 # Monitoring's events (prefix-watchable, leased).

@@ -17,6 +17,7 @@ from drods.model.timefmt import rfc3339_ms
 from drods.registry.objects import ObjectRegistry
 from drods.registry.secrets import SecretBox, load_or_create_key
 from drods.store.sqlite import SqliteStore
+from tests.controllers.kept_state import KeptState
 
 
 def cluster(ready: bool, since: float) -> dict[str, Any]:
@@ -46,7 +47,8 @@ async def test_one_request_per_binding_and_episode() -> None:
     now = [100.0]
     clusters = SimpleNamespace(cache={CLUSTER.key("c1"): cluster(False, 10.0), **READY_TOO})
     bindings = SimpleNamespace(cache={BINDING.key(b): binding(b) for b in ("a", "b")})
-    fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"a", "b"}})
+    fleet = SimpleNamespace(store=KeptState(), clusters=clusters, bindings=bindings,
+                            by_cluster={"c1": {"a", "b"}})
     asked = Asked()
     failover = Failover(fleet, MemberSettings(tolerationSeconds=30), asked, clock=lambda: now[0])  # type: ignore[arg-type]
     assert await failover.tick() == ["a", "b"]
@@ -83,7 +85,8 @@ async def test_a_no_execute_taint_evicts_what_does_not_tolerate_it() -> None:
     wrong["spec"] = {"placement": {"clusterTolerations": [{"key": "maintenance", "value": "disk"}]}}
     bindings = SimpleNamespace(cache={BINDING.key(b["metadata"]["name"]): b
                                       for b in (binding("plain"), patient, forever, wrong)})
-    fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {
+    fleet = SimpleNamespace(store=KeptState(), clusters=clusters, bindings=bindings,
+                            by_cluster={"c1": {
         "plain", "patient", "forever", "wrong-value"}})
     reasons: list[tuple[str, str]] = []
 
@@ -118,7 +121,8 @@ async def test_karmadas_never_fail_over_tolerations_keep_a_binding_on_a_not_read
          "tolerationSeconds": 120}]}}
     bindings = SimpleNamespace(cache={BINDING.key(b["metadata"]["name"]): b
                                       for b in (binding("plain"), never, limited)})
-    fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"plain", "never", "limited"}})
+    fleet = SimpleNamespace(store=KeptState(), clusters=clusters, bindings=bindings,
+                            by_cluster={"c1": {"plain", "never", "limited"}})
     failover = Failover(fleet, MemberSettings(tolerationSeconds=30), Asked(), clock=lambda: now[0])  # type: ignore[arg-type]
     assert await failover.tick() == ["plain"]
     now[0] = 131.0  # the Karmada key's 120 s count, not the default 30 s
@@ -159,7 +163,8 @@ async def test_a_pass_looks_at_the_clusters_that_may_evict_only() -> None:
     clusters = SimpleNamespace(cache=CountedReads({CLUSTER.key(f"h{i}"): cluster(True, 0.0) for i in range(1000)}))
     clusters.cache[CLUSTER.key("c1")] = cluster(False, 10.0)
     bindings = SimpleNamespace(cache={BINDING.key("a"): binding("a")})
-    fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"a"}})
+    fleet = SimpleNamespace(store=KeptState(), clusters=clusters, bindings=bindings,
+                            by_cluster={"c1": {"a"}})
     failover = Failover(fleet, MemberSettings(tolerationSeconds=30), Asked(), clock=lambda: now[0])  # type: ignore[arg-type]
     assert await failover.tick() == ["a"] and failover.suspects == {"c1"}
     assert not failover.observe(CLUSTER.key("h7"), None, cluster(True, 0.0))  # a healthy report: no pass
@@ -189,7 +194,8 @@ async def test_a_pass_asks_for_many_bindings_at_once() -> None:
     names = [f"b{i:03d}" for i in range(100)]
     clusters = SimpleNamespace(cache={CLUSTER.key("c1"): cluster(False, 10.0), **READY_TOO})
     bindings = SimpleNamespace(cache={BINDING.key(b): binding(b) for b in names})
-    fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": set(names)})
+    fleet = SimpleNamespace(store=KeptState(), clusters=clusters, bindings=bindings,
+                            by_cluster={"c1": set(names)})
 
     class Slow(Asked):
         def __init__(self) -> None:
@@ -230,7 +236,8 @@ async def test_within_the_toleration_a_pass_reads_no_binding_until_one_runs_out(
         {"key": "cluster.multicluster.io/not-ready", "operator": "Exists", "effect": "NoExecute",
          "tolerationSeconds": 90}]}}
     bindings = SimpleNamespace(cache=CountedReads({BINDING.key("a"): binding("a"), BINDING.key("patient"): patient}))
-    fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"a", "patient"}})
+    fleet = SimpleNamespace(store=KeptState(), clusters=clusters, bindings=bindings,
+                            by_cluster={"c1": {"a", "patient"}})
     failover = Failover(fleet, MemberSettings(tolerationSeconds=30), Asked(), clock=lambda: now[0])  # type: ignore[arg-type]
     assert await failover.tick() == [] and bindings.cache.reads == 2
     beat = cluster(False, 10.0)
@@ -271,7 +278,8 @@ async def test_a_binding_failed_over_from_two_clusters_in_one_pass_remembers_bot
     down = {n: {**cluster(False, 10.0), "metadata": {"name": n}} for n in ("c1", "c2")}
     clusters = SimpleNamespace(cache={**{CLUSTER.key(n): c for n, c in down.items()}, **READY_TOO})
     bindings = SimpleNamespace(cache={BINDING.key("a"): found})  # never told of the writes
-    fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"a"}, "c2": {"a"}})
+    fleet = SimpleNamespace(store=KeptState(), clusters=clusters, bindings=bindings,
+                            by_cluster={"c1": {"a"}, "c2": {"a"}})
     # two of three clusters down is a small fleet's mass disruption, which halts failover by default
     settings = MemberSettings(tolerationSeconds=30, unhealthyClusterThreshold=1)
     failover = Failover(fleet, settings, Rescheduler(registry), clock=lambda: 100.0)  # type: ignore[arg-type]
@@ -285,7 +293,8 @@ async def test_a_binding_failed_over_from_two_clusters_in_one_pass_remembers_bot
 async def test_a_binding_deleted_before_its_turn_is_not_asked_for() -> None:
     clusters = SimpleNamespace(cache={CLUSTER.key("c1"): cluster(False, 10.0), **READY_TOO})
     bindings = SimpleNamespace(cache={BINDING.key(b): binding(b) for b in ("a", "b")})
-    fleet = SimpleNamespace(clusters=clusters, bindings=bindings, by_cluster={"c1": {"a", "b"}})
+    fleet = SimpleNamespace(store=KeptState(), clusters=clusters, bindings=bindings,
+                            by_cluster={"c1": {"a", "b"}})
 
     class DeletesB(Asked):
         async def failover(self, name: str, cluster: str, reason: str) -> None:

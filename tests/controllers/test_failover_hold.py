@@ -5,6 +5,7 @@ most of the fleet is NotReady, failovers go at a slow pace (none on a small flee
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,6 +14,9 @@ from drods.controllers.settings import MemberSettings
 from drods.machinery import metrics
 from drods.model.kinds import BINDING, CLUSTER
 from drods.model.timefmt import rfc3339_ms
+from drods.store import Store
+from drods.store.sqlite import SqliteStore
+from tests.controllers.kept_state import KeptState
 from tests.monitor_e2e.conftest import eventually
 
 
@@ -38,8 +42,9 @@ class Asked:
 
 
 def plane(clusters: dict[str, dict[str, Any]], placed: dict[str, str], now: list[float],
-          **settings: Any) -> tuple[Failover, Asked]:
+          store: Store | KeptState | None = None, **settings: Any) -> tuple[Failover, Asked]:
     fleet = SimpleNamespace(
+        store=store if store is not None else KeptState(),
         clusters=SimpleNamespace(cache={CLUSTER.key(n): c for n, c in clusters.items()}),
         bindings=SimpleNamespace(cache={BINDING.key(b): binding(b, c) for b, c in placed.items()}),
         by_cluster={c: {b for b, on in placed.items() if on == c} for c in clusters})
@@ -111,6 +116,58 @@ async def test_with_one_cluster_ready_the_others_fail_over_as_ever() -> None:
     failover, asked = plane({"a": cluster("a", "False", 100.0), "b": cluster("b", "True", 0.0)},
                             {"on-a": "a", "on-b": "b"}, now)
     assert await failover.tick() == ["on-a"] and not failover.holding
+
+
+async def test_a_new_leader_counts_the_tolerations_from_the_end_of_its_predecessors_hold(tmp_path: Path) -> None:
+    """The hold's end is kept in the store: a leader taking over 10 s after it does not move b off at once."""
+    store = SqliteStore(str(tmp_path / "drods.db"))
+    try:
+        now = [1000.0]
+        first, _ = plane({"a": cluster("a", "False", 100.0), "b": cluster("b", "False", 100.0)},
+                         {"on-a": "a", "on-b": "b"}, now, store)
+        assert await first.tick() == [] and first.holding
+        now[0] = 2000.0
+        turn(first, "a", cluster("a", "True", 2000.0))
+        assert await first.tick() == [] and not first.holding
+
+        now[0] = 2010.0  # the first leader is gone; the next finds a Ready and b NotReady since 100
+        second, asked = plane({"a": cluster("a", "True", 2000.0), "b": cluster("b", "False", 100.0)},
+                              {"on-a": "a", "on-b": "b"}, now, store)
+        assert await second.tick() == [] and not second.holding
+        now[0] = 2029.0
+        assert await second.tick() == []
+        now[0] = 2030.5
+        assert await second.tick() == ["on-b"] and asked.moves == [("on-b", "b")]
+    finally:
+        await store.close()
+
+
+async def test_a_new_leader_finding_its_predecessor_held_and_the_fleet_back_counts_from_its_own_start(
+        tmp_path: Path) -> None:
+    """The leader died in the hold and a came back before the next one started: when the hold ended is not
+    known, so b's toleration counts from the new leader's first pass."""
+    store = SqliteStore(str(tmp_path / "drods.db"))
+    try:
+        now = [1000.0]
+        first, _ = plane({"a": cluster("a", "False", 100.0), "b": cluster("b", "False", 100.0)},
+                         {"on-a": "a", "on-b": "b"}, now, store)
+        assert await first.tick() == [] and first.holding
+
+        now[0] = 3000.0
+        second, asked = plane({"a": cluster("a", "True", 2500.0), "b": cluster("b", "False", 100.0)},
+                              {"on-a": "a", "on-b": "b"}, now, store)
+        assert await second.tick() == [] and not second.holding and second.resumed_at == 3000.0
+        now[0] = 3029.0
+        assert await second.tick() == []
+        now[0] = 3030.5
+        assert await second.tick() == ["on-b"] and asked.moves == [("on-b", "b")]
+
+        now[0] = 3040.0  # and the one after it knows that hold ended at 3000
+        third, _ = plane({"a": cluster("a", "True", 2500.0), "b": cluster("b", "False", 100.0)}, {}, now, store)
+        await third.tick()
+        assert third.resumed_at == 3000.0 and not third.holding
+    finally:
+        await store.close()
 
 
 def fleet_of(ready: int, down: int, since: float = 100.0) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
