@@ -67,6 +67,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.arguments import positive_int  # noqa: E402
+from bench.configuration import FAILOVER_UNHELD, write_configuration  # noqa: E402
 from bench.scratch import scratch_dir  # noqa: E402
 from drods.assembly import encrypted_store  # noqa: E402
 from drods.controllers import manifests as M  # noqa: E402
@@ -310,9 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     asyncio.run(seed(url, data_dir, args.clusters, args.bindings, rng, args.members, args.works))
     seed_s = time.perf_counter() - t0
     if not args.hold_failover:
-        (data_dir / "drods.yaml").write_text("apiVersion: config.drods.io/v1alpha1\nkind: DRODSConfiguration\n"
-                                             "members: {holdFailoverWhileNoneReady: false, "
-                                             "unhealthyClusterThreshold: 1}\n")
+        write_configuration(data_dir, members=FAILOVER_UNHELD)
     server = ServerProcess(data_dir, args=["--store", url], start_timeout=600)
     t1 = time.perf_counter()
     server.start()

@@ -34,16 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kubernetes import config as k8s_config  # noqa: E402
 from kubernetes.dynamic import DynamicClient  # noqa: E402
 
+from bench.configuration import write_configuration  # noqa: E402
 from bench.scratch import scratch_dir  # noqa: E402
 from drods.model.timefmt import parse_rfc3339  # noqa: E402
 from drods.sim.harness import SimProcess  # noqa: E402
 from tests.server_process import ServerProcess  # noqa: E402
 
 NS = "bench"
-SETTINGS = """apiVersion: config.drods.io/v1alpha1
-kind: DRODSConfiguration
-members: {probeIntervalSeconds: 1, notReadyGraceSeconds: 6}
-"""
 PLANS = f"/apis/multicluster.io/v1alpha1/namespaces/{NS}/migrationplans"
 
 
@@ -75,7 +72,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sims = {n: SimProcess(n, root / "sims", sim_args).start() for n in ("mig-a", "mig-b")}
     data = root / "server"
     data.mkdir()
-    (data / "drods.yaml").write_text(SETTINGS)
+    write_configuration(data, members={"probeIntervalSeconds": 1, "notReadyGraceSeconds": 6})
     server = ServerProcess(data)
     server.start_timeout = 120
     try:

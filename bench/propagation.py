@@ -45,16 +45,13 @@ from kubernetes import config as k8s_config  # noqa: E402
 from kubernetes import watch as k8s_watch  # noqa: E402
 
 from bench.arguments import positive_float, positive_int  # noqa: E402
+from bench.configuration import write_configuration  # noqa: E402
 from bench.scratch import scratch_dir  # noqa: E402
 from drods.sim.harness import SimProcess  # noqa: E402
 from tests.server_process import ServerProcess  # noqa: E402
 
 BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
 SELECTOR = "multicluster.io/managed-by=drods"
-SETTINGS = """apiVersion: config.drods.io/v1alpha1
-kind: DRODSConfiguration
-members: {probeIntervalSeconds: 2, notReadyGraceSeconds: 6, tolerationSeconds: 0}
-"""
 
 
 class Watcher:
@@ -196,7 +193,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sims = [SimProcess(n, root / "sims", sim_args).start() for n in names]
     data = root / "server"
     data.mkdir()
-    (data / "drods.yaml").write_text(SETTINGS)
+    write_configuration(data, members={"probeIntervalSeconds": 2, "notReadyGraceSeconds": 6, "tolerationSeconds": 0})
     server = ServerProcess(data, args=["--store", args.store] if args.store else [])
     server.start_timeout = 120  # a loaded machine imports slowly
     result: dict[str, Any] = {}

@@ -102,6 +102,7 @@ from kubernetes import config as k8s_config  # noqa: E402
 from kubernetes import watch as k8s_watch  # noqa: E402
 
 from bench.arguments import positive_float, positive_int  # noqa: E402
+from bench.configuration import FAILOVER_UNHELD, write_configuration  # noqa: E402
 from bench.scratch import scratch_dir  # noqa: E402
 from drods.sim.harness import drods_command  # noqa: E402
 from tests.server_process import ServerProcess, wait_until  # noqa: E402
@@ -112,12 +113,10 @@ BINDINGS = "/apis/multicluster.io/v1alpha1/bindings"
 WORKS = "/apis/multicluster.io/v1alpha1/works"
 # ``--failure-detection``: the settings it lays over the control plane's, and how the conditions line names them
 FAILURE_DETECTION = {
-    "default": ("members: {}\n", "the product's", "probed every 5 s, NotReady after 15 s, moved 30 s after"),
-    "fast": ("members: {probeIntervalSeconds: 2, notReadyGraceSeconds: 6, tolerationSeconds: 0, "
-             "holdFailoverWhileNoneReady: false, unhealthyClusterThreshold: 1}\n", "fast",
+    "default": ({}, "the product's", "probed every 5 s, NotReady after 15 s, moved 30 s after"),
+    "fast": ({"probeIntervalSeconds": 2, "notReadyGraceSeconds": 6, "tolerationSeconds": 0, **FAILOVER_UNHELD}, "fast",
              "probed every 2 s, NotReady after 6 s, moved at once, even with most or every member NotReady"),
 }
-SETTINGS = "apiVersion: config.drods.io/v1alpha1\nkind: DRODSConfiguration\n"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -417,7 +416,7 @@ class Bench:
         self.url = stack.enter_context(store_url(args.store, self.root))
         data = self.root / "server"
         data.mkdir(exist_ok=True)
-        (data / "drods.yaml").write_text(SETTINGS + FAILURE_DETECTION[args.failure_detection][0])
+        write_configuration(data, members=FAILURE_DETECTION[args.failure_detection][0])
         self.plane = ControlPlane(data, self.url, args.processes == "split")
         stack.callback(self.plane.stop)
         self.plane.start()
