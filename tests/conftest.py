@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 import orjson
 import pytest
 
+from drods.members.pod_cache import POD_PARTS
 from drods.model import jsondoc
 from drods.store import Store
 from tests.etcd_server import EtcdCluster, etcd_binary
@@ -15,10 +16,11 @@ from tests.etcd_server import EtcdCluster, etcd_binary
 
 @pytest.fixture(autouse=True)
 def shared_parts_unchanged() -> Iterator[None]:
-    """No code changes a part the shared informer of Bindings shares between documents
-    (`jsondoc.loads_shared`): every pooled container still encodes to the key it was pooled under."""
+    """No code changes a part the shared informer of Bindings or a member's pod cache shares between
+    documents (`jsondoc.shared_parts`): every pooled container still encodes to the key it was pooled under."""
     yield
-    changed = [key for key, part in jsondoc.shared_containers.entries() if orjson.dumps(part) != key]
+    changed = [key for pool in (jsondoc.shared_containers, POD_PARTS) for key, part in pool.entries()
+               if orjson.dumps(part) != key]
     assert not changed, f"shared document parts were changed in place: {changed[:3]!r}"
 
 

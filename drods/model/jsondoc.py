@@ -66,7 +66,18 @@ def loads_shared(raw: bytes | bytearray | memoryview | str) -> Any:
     replace a member."""
     doc = orjson.loads(raw)
     if type(doc) is dict:
-        _share_content(doc, shared_strings.adder(), shared_containers.adder(), own_members=True)
+        shared_parts(doc, shared_containers)
+    return doc
+
+
+def shared_parts(doc: dict[str, Any], containers: SharedPool[bytes, Any], *,
+                 own_members: bool = True) -> dict[str, Any]:
+    """``doc`` (decoded, the caller's own) with its strings shared as ``loads_kept`` shares them and each
+    container below it that holds only values and equals one in ``containers`` that one — its own members
+    (``metadata``, ``spec``, ``status``) apart when ``own_members``: for a cache of many documents alike
+    that its readers never change. ``containers`` is the cache's own pool when its documents' parts are
+    mostly unlike other caches' (they would empty a pool shared with them)."""
+    _share_content(doc, shared_strings.adder(), containers.adder(), own_members=own_members)
     return doc
 
 

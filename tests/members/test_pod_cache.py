@@ -54,6 +54,19 @@ def test_a_pruned_pod_summarises_and_measures_as_the_whole_one() -> None:
     assert kept["status"] == {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
 
 
+def test_cached_pods_share_their_equal_parts_and_read_as_they_were() -> None:
+    """A phase and Ready condition, containers asking the same resources on one node: one object for every
+    pod holding it (most of a pruned pod), read by the summary and the usage as the pods themselves."""
+    cache = PodCache(_Source([]))
+    twins = [_full_pod("web-1", "a"), _full_pod("web-6", "a"), *FULL[1:]]
+    cache._replace([pruned(p) for p in twins])
+    one, two = (next(p for p in cache.pods("shop") if p["metadata"]["name"] == n) for n in ("web-1", "web-6"))
+    assert one is not two and one["status"] is two["status"] and one["spec"] is two["spec"]
+    assert one["metadata"]["labels"] is two["metadata"]["labels"]
+    assert summarise(NODES, cache.pods(), None, now=0).status == summarise(NODES, twins, None, now=0).status
+    assert measure([_deploy("web")], cache.pods("shop"), METRICS) == measure([_deploy("web")], twins, METRICS)
+
+
 class _Source:
     """A member whose watch fails as told: ``failures`` in turn (None: the watch ends normally)."""
 
