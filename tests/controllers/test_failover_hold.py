@@ -5,9 +5,12 @@ most of the fleet is NotReady, failovers go at a slow pace (none on a small flee
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from drods.controllers.failover import Failover
 from drods.controllers.settings import MemberSettings
@@ -118,56 +121,58 @@ async def test_with_one_cluster_ready_the_others_fail_over_as_ever() -> None:
     assert await failover.tick() == ["on-a"] and not failover.holding
 
 
-async def test_a_new_leader_counts_the_tolerations_from_the_end_of_its_predecessors_hold(tmp_path: Path) -> None:
-    """The hold's end is kept in the store: a leader taking over 10 s after it does not move b off at once."""
+@pytest.fixture
+async def kept(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    """The store successive leaders share."""
     store = SqliteStore(str(tmp_path / "drods.db"))
-    try:
-        now = [1000.0]
-        first, _ = plane({"a": cluster("a", "False", 100.0), "b": cluster("b", "False", 100.0)},
-                         {"on-a": "a", "on-b": "b"}, now, store)
-        assert await first.tick() == [] and first.holding
-        now[0] = 2000.0
-        turn(first, "a", cluster("a", "True", 2000.0))
-        assert await first.tick() == [] and not first.holding
+    yield store
+    await store.close()
 
-        now[0] = 2010.0  # the first leader is gone; the next finds a Ready and b NotReady since 100
-        second, asked = plane({"a": cluster("a", "True", 2000.0), "b": cluster("b", "False", 100.0)},
-                              {"on-a": "a", "on-b": "b"}, now, store)
-        assert await second.tick() == [] and not second.holding
-        now[0] = 2029.0
-        assert await second.tick() == []
-        now[0] = 2030.5
-        assert await second.tick() == ["on-b"] and asked.moves == [("on-b", "b")]
-    finally:
-        await store.close()
+
+def leader(store: Store, now: list[float], a_ready_since: float | None = None) -> tuple[Failover, Asked]:
+    """A leader of a and b, each with a binding: b NotReady since 100, a too or Ready since ``a_ready_since``."""
+    a = cluster("a", "False", 100.0) if a_ready_since is None else cluster("a", "True", a_ready_since)
+    return plane({"a": a, "b": cluster("b", "False", 100.0)}, {"on-a": "a", "on-b": "b"}, now, store)
+
+
+async def test_a_new_leader_counts_the_tolerations_from_the_end_of_its_predecessors_hold(kept: Store) -> None:
+    """The hold's end is kept in the store: a leader taking over 10 s after it does not move b off at once."""
+    now = [1000.0]
+    first, _ = leader(kept, now)
+    assert await first.tick() == [] and first.holding
+    now[0] = 2000.0
+    turn(first, "a", cluster("a", "True", 2000.0))
+    assert await first.tick() == [] and not first.holding
+
+    now[0] = 2010.0  # the first leader is gone; the next finds a Ready and b NotReady since 100
+    second, asked = leader(kept, now, a_ready_since=2000.0)
+    assert await second.tick() == [] and not second.holding
+    now[0] = 2029.0
+    assert await second.tick() == []
+    now[0] = 2030.5
+    assert await second.tick() == ["on-b"] and asked.moves == [("on-b", "b")]
 
 
 async def test_a_new_leader_finding_its_predecessor_held_and_the_fleet_back_counts_from_its_own_start(
-        tmp_path: Path) -> None:
+        kept: Store) -> None:
     """The leader died in the hold and a came back before the next one started: when the hold ended is not
     known, so b's toleration counts from the new leader's first pass."""
-    store = SqliteStore(str(tmp_path / "drods.db"))
-    try:
-        now = [1000.0]
-        first, _ = plane({"a": cluster("a", "False", 100.0), "b": cluster("b", "False", 100.0)},
-                         {"on-a": "a", "on-b": "b"}, now, store)
-        assert await first.tick() == [] and first.holding
+    now = [1000.0]
+    first, _ = leader(kept, now)
+    assert await first.tick() == [] and first.holding
 
-        now[0] = 3000.0
-        second, asked = plane({"a": cluster("a", "True", 2500.0), "b": cluster("b", "False", 100.0)},
-                              {"on-a": "a", "on-b": "b"}, now, store)
-        assert await second.tick() == [] and not second.holding and second.resumed_at == 3000.0
-        now[0] = 3029.0
-        assert await second.tick() == []
-        now[0] = 3030.5
-        assert await second.tick() == ["on-b"] and asked.moves == [("on-b", "b")]
+    now[0] = 3000.0
+    second, asked = leader(kept, now, a_ready_since=2500.0)
+    assert await second.tick() == [] and not second.holding and second.resumed_at == 3000.0
+    now[0] = 3029.0
+    assert await second.tick() == []
+    now[0] = 3030.5
+    assert await second.tick() == ["on-b"] and asked.moves == [("on-b", "b")]
 
-        now[0] = 3040.0  # and the one after it knows that hold ended at 3000
-        third, _ = plane({"a": cluster("a", "True", 2500.0), "b": cluster("b", "False", 100.0)}, {}, now, store)
-        await third.tick()
-        assert third.resumed_at == 3000.0 and not third.holding
-    finally:
-        await store.close()
+    now[0] = 3040.0  # and the one after it knows that hold ended at 3000
+    third, _ = leader(kept, now, a_ready_since=2500.0)
+    await third.tick()
+    assert third.resumed_at == 3000.0 and not third.holding
 
 
 def fleet_of(ready: int, down: int, since: float = 100.0) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
