@@ -49,9 +49,15 @@ def kubernetes_status(err: ApiError) -> dict[str, Any]:
 
 
 def error_response(path: str, err: ApiError) -> JSONResponse:
+    return _response(error_body(path, err), err)
+
+
+def error_body(path: str, err: ApiError) -> dict[str, Any]:
+    """``err`` as a request for ``path`` is answered: a Kubernetes ``Status`` there, else ``{code, message,
+    details}``."""
     if not is_kubernetes_path(path):
-        return _response(err.body(), err)
-    return _response(in_kubernetes_words(kubernetes_status(err), path), err)
+        return err.body()
+    return in_kubernetes_words(kubernetes_status(err), path)
 
 
 def in_kubernetes_words(status: dict[str, Any], path: str) -> dict[str, Any]:

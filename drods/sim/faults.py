@@ -105,6 +105,7 @@ class HttpListener:
             app, host, port, lifespan="off", log_level="warning",
             ssl_certfile=str(certs.cert) if certs else None, ssl_keyfile=str(certs.key) if certs else None,
             ws="none",  # nothing here speaks websockets; don't load a library for them
+            http="httptools",  # a member's API server refuses what its parser cannot read in its own words
         )
         self.config.load()
         self._server: uvicorn.Server | None = None

@@ -3,6 +3,10 @@ with a 4xx in the one error shape, never a 500 RecursionError, and changes nothi
 
 from __future__ import annotations
 
+import asyncio
+import json
+from urllib.parse import quote
+
 import pytest
 
 from tests.api.conftest import Api
@@ -36,3 +40,37 @@ async def test_deep_bodies_are_refused_cleanly(api: Api, depth: int) -> None:
         assert ("code" in doc and "message" in doc and "details" in doc) or doc.get("kind") == "Status", doc
     listed = (await api.call("GET", "/api/v1/clusters")).json()["items"]
     assert listed == []
+
+
+
+async def _raw_get(api: Api, url: str) -> tuple[int, dict[str, str], bytes]:
+    """A GET sent as bytes on a socket: httpx itself refuses a URL this long, a Go client or curl does not."""
+    base = api.client.base_url
+    reader, writer = await asyncio.open_connection(base.host, base.port)
+    token = api.auth()["Authorization"]
+    writer.write(f"GET {url} HTTP/1.1\r\nHost: {base.host}\r\nAuthorization: {token}\r\n\r\n".encode())
+    await writer.drain()
+    raw = await asyncio.wait_for(reader.read(), 10)  # the server closes the connection after its answer
+    writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), {k.lower(): v for k, v in headers.items()}, body
+
+
+async def test_a_request_line_too_long_for_the_parser_is_refused_in_the_error_shape(api: Api) -> None:
+    """~170 KB of label selector: the HTTP parser refuses it before the API sees it, and the answer is still
+    in the API's words (``{code, message, details}``, a ``Status`` on a Kubernetes path); the server goes on."""
+    selector = quote(",".join(f"app notin (v{i})" for i in range(6_000)))
+    assert len(selector) > 160_000
+    status, headers, body = await _raw_get(api, f"/api/v1/clusters?labelSelector={selector}")
+    assert status == 400 and headers["content-type"] == "application/json", body[:200]
+    refusal = json.loads(body)
+    assert refusal["code"] == "BAD_REQUEST" and "too long" in refusal["message"] and refusal["details"] == {}
+
+    status, headers, body = await _raw_get(api, f"{K8S}?labelSelector={selector}")  # kubectl's: a Status
+    assert status == 400 and headers["content-type"] == "application/json", body[:200]
+    refusal = json.loads(body)
+    assert (refusal["kind"], refusal["reason"], refusal["code"]) == ("Status", "BadRequest", 400)
+    assert "too long" in refusal["message"]
+    assert (await api.call("GET", K8S)).status_code == 200
