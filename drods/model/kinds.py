@@ -128,12 +128,13 @@ ALL = ("all",)
 
 CLUSTER = Kind(GROUP, VERSION, "Cluster", "clusters", False, ClusterSpec, ("mc",),
                secret_paths=("credentials",), categories=_OURS)
+# ``pp`` and ``cop`` are Karmada's short names for its own kinds (below), which its users type
 PROPAGATION_POLICY = Kind(GROUP, VERSION, "PropagationPolicy", "propagationpolicies", False,
-                          PropagationPolicySpec, ("pp",), categories=_OURS)
+                          PropagationPolicySpec, ("mpp",), categories=_OURS)
 RESOURCE_PLACEMENT_POLICY = Kind(GROUP, VERSION, "ResourcePlacementPolicy", "resourceplacementpolicies",
                                  False, ResourcePlacementPolicySpec, ("rpp",), categories=_OURS)
 CLUSTER_OVERRIDE_POLICY = Kind(GROUP, VERSION, "ClusterOverridePolicy", "clusteroverridepolicies",
-                               False, ClusterOverridePolicySpec, ("cop",), categories=_OURS)
+                               False, ClusterOverridePolicySpec, ("mcop",), categories=_OURS)
 BINDING = Kind(GROUP, VERSION, "Binding", "bindings", False, BindingSpec, ("rb",), categories=_OURS)
 WORK = Kind(GROUP, VERSION, "Work", "works", False, WorkSpec, ("wk",), categories=_OURS)
 FEDERATED_HPA = Kind(GROUP, VERSION, "FederatedHPA", "federatedhpas", True, FederatedHPASpec, ("fhpa",),
@@ -234,14 +235,15 @@ TEMPLATE_KINDS: tuple[Kind, ...] = WORKLOAD_KINDS + RESOURCE_KINDS
 # Karmada's policy API as written (drods.model.karmada): a namespaced PropagationPolicy selects only
 # its namespace's resources and wins over cluster-scoped policies.
 KARMADA_PROPAGATION_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "PropagationPolicy",
-                                  "propagationpolicies", True, KarmadaPropagationSpec, categories=_OURS)
+                                  "propagationpolicies", True, KarmadaPropagationSpec, ("pp",), categories=_OURS)
 KARMADA_CLUSTER_PROPAGATION_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "ClusterPropagationPolicy",
                                           "clusterpropagationpolicies", False, KarmadaPropagationSpec,
                                           ("cpp",), categories=_OURS)
 KARMADA_OVERRIDE_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "OverridePolicy", "overridepolicies",
                                True, KarmadaOverrideSpec, ("op",), categories=_OURS)
 KARMADA_CLUSTER_OVERRIDE_POLICY = Kind(KARMADA_POLICY_GROUP, KARMADA_POLICY_VERSION, "ClusterOverridePolicy",
-                                       "clusteroverridepolicies", False, KarmadaOverrideSpec, categories=_OURS)
+                                       "clusteroverridepolicies", False, KarmadaOverrideSpec, ("cop",),
+                                       categories=_OURS)
 KARMADA_PROPAGATION_KINDS: tuple[Kind, ...] = (KARMADA_PROPAGATION_POLICY, KARMADA_CLUSTER_PROPAGATION_POLICY)
 # the policies the resource detector places workloads by: DRO-DS's and Karmada's
 PLACEMENT_POLICY_KINDS: tuple[Kind, ...] = (PROPAGATION_POLICY, RESOURCE_PLACEMENT_POLICY, *KARMADA_PROPAGATION_KINDS)

@@ -93,6 +93,21 @@ def test_a_cluster_scoped_core_kind_is_created_listed_watched_and_deleted(applie
     assert bad.returncode != 0
 
 
+def test_karmadas_short_names_find_karmadas_policies(applied: Kubectl) -> None:
+    """``pp``, ``cpp``, ``op`` and ``cop`` name Karmada's policy kinds, as in Karmada; DRO-DS's own
+    PropagationPolicy and ClusterOverridePolicy are ``mpp`` and ``mcop``."""
+    for short, ns, name in (("pp", "conformance", "propagationpolicy.policy.karmada.io/storefront"),
+                            ("cpp", None, "clusterpropagationpolicy.policy.karmada.io/platform-addons"),
+                            ("op", "conformance", "overridepolicy.policy.karmada.io/storefront-images"),
+                            ("cop", None, "clusteroverridepolicy.policy.karmada.io/everywhere-mirror")):
+        out = applied.run("get", short, *(["-n", ns] if ns else []), "-o", "name").stdout
+        assert name in out.split(), (short, out)
+    for short, resource in (("mpp", "propagationpolicies.multicluster.io"),
+                            ("mcop", "clusteroverridepolicies.multicluster.io")):
+        assert applied.run("get", short).returncode == 0
+        assert applied.run("get", short, "-o", "name").stdout == applied.run("get", resource, "-o", "name").stdout
+
+
 def test_networking_kinds_print_and_are_found_by_short_name(applied: Kubectl) -> None:
     assert "multiclusterservice.networking.karmada.io/storefront" in applied.run(
         "get", "mcs", "-n", "conformance", "-o", "name").stdout

@@ -102,7 +102,7 @@ def test_api_resources_lists_our_kinds(kubectl: Kubectl) -> None:
         assert plural in rows, out
         assert "multicluster.io/v1alpha1" in rows[plural]
     assert "apps/v1" in rows["deployments"]
-    assert " pp " in rows["propagationpolicies"] + " "
+    assert " mpp " in rows["propagationpolicies"] + " "  # `pp` is Karmada's, for Karmada's kind
     # categories: `kubectl get drods` is every DRO-DS kind; `all` keeps Kubernetes' meaning
     drods = kubectl.run("api-resources", "--categories", "drods", "-o", "name").stdout.split()
     assert {"clusters.multicluster.io", "bindings.multicluster.io", "works.multicluster.io"} <= set(drods)
@@ -449,10 +449,11 @@ def test_karmada_policy_yaml_applies_unchanged(kubectl: Kubectl, tmp_path: Path)
     assert "propagationpolicy.policy.karmada.io/nginx-propagation created" in out, out
     got = get_json(kubectl, "propagationpolicies.policy.karmada.io", "-n", "karmada-team", "nginx-propagation")
     assert got["spec"]["placement"]["clusterAffinity"]["clusterNames"] == ["member1", "member2"]
-    # DRO-DS's own PropagationPolicy keeps the short name and the plain plural
-    for name in ("pp", "propagationpolicies"):
+    # DRO-DS's own PropagationPolicy keeps the plain plural and is `mpp`; `pp` is Karmada's, as in Karmada
+    for name, group in (("mpp", "multicluster.io"), ("propagationpolicies", "multicluster.io"),
+                        ("pp", "policy.karmada.io")):
         explained = kubectl.run("explain", name).stdout
-        assert "multicluster.io" in explained.split("FIELDS")[0], explained
+        assert group in explained.split("FIELDS")[0], explained
     greedy = tmp_path / "greedy.yaml"  # Karmada's preemption is accepted as written
     greedy.write_text(KARMADA_PP.replace("name: nginx-propagation", "name: greedy") + "  preemption: Always\n")
     kubectl.run("apply", "-f", str(greedy))
