@@ -93,9 +93,9 @@ def test_apply_get_delete(drods: Drods, tmp_path: Path) -> None:
     assert [i["metadata"]["name"] for i in listed["items"]] == ["c-aws"]
     assert json.loads(drods("get", "cluster", "-l", "env=dev", "-o", "json").stdout)["items"] == []
 
-    table = drods("get", "pp").stdout.splitlines()
+    table = drods("get", "mpp").stdout.splitlines()  # DRO-DS's PropagationPolicy (`pp` is Karmada's, as in kubectl)
     assert table[0].split()[0] == "NAME" and table[1].split()[0] == "c-pp"
-    bare = drods("get", "pp", "--no-headers").stdout.splitlines()  # as kubectl's (the AGE may have moved on)
+    bare = drods("get", "mpp", "--no-headers").stdout.splitlines()  # as kubectl's (the AGE may have moved on)
     assert [line.split()[0] for line in bare] == [line.split()[0] for line in table[1:]] == ["c-pp"]
     assert json.loads(drods("get", "rpp", "c-rpp", "-o", "json").stdout)["spec"]["targetClusters"] == [
         {"selectorType": "label", "values": ["env=prod"]}]
