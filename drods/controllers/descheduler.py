@@ -19,9 +19,9 @@ from typing import Any
 from drods.controllers.peak_shave import PeakShaver
 from drods.controllers.traffic_rebalance import TrafficRebalancer
 from drods.machinery.informer import Informer
+from drods.machinery.kept_state import read_kept_state, write_kept_state
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import yielding
-from drods.model import jsondoc
 from drods.model.annotations import evacuated_from, failed_over_from
 from drods.model.keys import DESCHEDULER_STATE_KEY, SUSTAINED_EVENTS_PREFIX
 from drods.model.preallocation import parse_hold
@@ -126,14 +126,8 @@ class Descheduler:
 
     async def _load_state(self) -> None:
         """A6: the previous leader's cooldowns, rate limit and pre-allocation holds go on counting."""
-        kv = await self.store.get(DESCHEDULER_STATE_KEY)
-        if kv is None:
-            return
-        try:
-            doc = jsondoc.loads(kv.value)
-        except ValueError:
-            return
-        if not isinstance(doc, dict):
+        doc = await read_kept_state(self.store, DESCHEDULER_STATE_KEY)
+        if not doc:
             return
         now = self.svc.clock()
         self.ops.restore(doc, now)
@@ -141,8 +135,7 @@ class Descheduler:
         self.holds = {str(c): float(t) for c, t in holds.items() if isinstance(t, int | float) and t > now}
 
     async def _save_state(self) -> None:
-        """Written through this leader's fence: a deposed leader cannot overwrite its successor's."""
-        await self.store.put(DESCHEDULER_STATE_KEY, jsondoc.dumps({**self.ops.state(), "holds": self.holds}))
+        await write_kept_state(self.store, DESCHEDULER_STATE_KEY, {**self.ops.state(), "holds": self.holds})
 
     async def _execute(self, action: Action, cluster: str, reason: str, details: dict[str, Any]) -> str:
         svc = self.svc

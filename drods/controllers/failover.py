@@ -51,10 +51,10 @@ from drods.controllers.rescheduler import Rescheduler
 from drods.controllers.settings import TOLERATION_ANNOTATION, MemberSettings, annotation_seconds
 from drods.errors import ApiError
 from drods.machinery.informer import subscribed
+from drods.machinery.kept_state import read_kept_state, write_kept_state
 from drods.machinery.metrics import queue_depth
 from drods.machinery.periodic import Periodic
 from drods.machinery.tasks import each_bounded, yielding
-from drods.model import jsondoc
 from drods.model.annotations import failover_reason
 from drods.model.conditions import condition
 from drods.model.keys import FAILOVER_STATE_KEY
@@ -248,13 +248,7 @@ class Failover:
 
     async def _load_state(self) -> None:
         """The previous leader's hold and the end of its last one (`_hold` ends a hold it was in now)."""
-        kv = await self.fleet.store.get(FAILOVER_STATE_KEY)
-        try:
-            doc = jsondoc.loads(kv.value) if kv is not None else {}
-        except ValueError:
-            doc = {}
-        if not isinstance(doc, dict):
-            return
+        doc = await read_kept_state(self.fleet.store, FAILOVER_STATE_KEY)
         self.holding = doc.get("holding") is True
         if self.holding:
             log.warning("failover: the previous leader held it (no cluster Ready); held until one is, the NotReady "
@@ -263,9 +257,8 @@ class Failover:
             self.resumed_at = float(resumed)
 
     async def _save_state(self) -> None:
-        """Written through this leader's fence: a deposed leader cannot overwrite its successor's."""
         resumed = self.resumed_at if math.isfinite(self.resumed_at) else None
-        await self.fleet.store.put(FAILOVER_STATE_KEY, jsondoc.dumps({"holding": self.holding, "resumedAt": resumed}))
+        await write_kept_state(self.fleet.store, FAILOVER_STATE_KEY, {"holding": self.holding, "resumedAt": resumed})
         self.unsaved = False
 
     def observe_binding(self, binding: Obj | None) -> bool:
