@@ -35,9 +35,10 @@ from drods.controllers.settings import MemberSettings
 from drods.controllers.work_record import WorkRecord
 from drods.errors import NotFound
 from drods.machinery.controller import Controller
+from drods.machinery.fence import WritesRefused
 from drods.machinery.informer import subscribed
 from drods.machinery.tasks import stop_tasks, yielding
-from drods.members.client import PERMANENT_STATUS, MemberClient, MemberError, MemberUnavailable, WritesRefused
+from drods.members.client import PERMANENT_STATUS, MemberClient, MemberError, MemberUnavailable
 from drods.model import jsondoc
 from drods.model.annotations import ANN_HASH, MANAGED_BY, MANAGER, is_managed, manifest_hash, run_report
 from drods.model.dispatch import may_adopt

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable, Hashable
 
 from drods.machinery import metrics
+from drods.machinery.fence import WritesRefused
 from drods.machinery.workqueue import WorkQueue
 from drods.store import Unavailable
 
@@ -49,6 +50,9 @@ class Controller:
                 delay = self.queue.add_rate_limited(key)
                 log.warning("%s: reconcile %s: the store is unavailable (%s); retry in %.2fs", self.name, key, e,
                             delay)
+            except WritesRefused as e:  # every key of the term meets it at once: a line each, no traceback
+                delay = self.queue.add_rate_limited(key)
+                log.warning("%s: reconcile %s: %s; retry in %.2fs", self.name, key, e, delay)
             except Exception:
                 delay = self.queue.add_rate_limited(key)
                 log.exception("%s: reconcile %s failed; retry in %.2fs", self.name, key, delay)

@@ -35,6 +35,13 @@ class LeadershipLost(StoreError):
         self.fence = fence
 
 
+class WritesRefused(Exception):
+    """A write this process may no longer send: the lease it writes under may have expired
+    (`LeaderElector.fresh`), and a member cluster cannot refuse a deposed leader's write the way the
+    store does. Nothing was sent; the key is tried again, by this leader once its lease is heard of or
+    by the next."""
+
+
 @dataclass(frozen=True, slots=True)
 class Fence:
     """Proof of leadership: the lease key and the revision at which this holder took it."""

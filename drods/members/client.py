@@ -34,6 +34,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from drods.machinery.fence import WritesRefused
 from drods.members.discovery import PODS, KindNotServed, MemberDiscovery, ServedResource
 from drods.members.foreign_names import MAX_KINDS as FOREIGN_KINDS
 from drods.members.foreign_names import ForeignNames
@@ -77,11 +78,6 @@ class MemberOptions:
     @property
     def timeout(self) -> tuple[float, float]:
         return (self.connect_timeout, self.read_timeout)
-
-
-class WritesRefused(Exception):
-    """A write this process may no longer send: the lease it writes under may have expired, and a
-    member cluster cannot refuse a deposed leader's write the way the store does."""
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Hashable
 
+import pytest
+
 from drods.machinery import metrics
 from drods.machinery.controller import Controller
+from drods.machinery.fence import WritesRefused
 from tests.monitor_e2e.conftest import eventually
 
 
@@ -81,3 +84,30 @@ async def test_a_controller_reports_its_queue_depth_and_each_key_s_wait() -> Non
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     assert depth() is None  # a stopped controller's queue is no longer reported
+
+
+async def test_a_write_withheld_for_a_lapsed_lease_is_a_line_and_a_retry(caplog: pytest.LogCaptureFixture) -> None:
+    """When this process's lease may have lapsed, every key's member write is withheld at once: each is
+    retried, and said in one line — a traceback per key was most of a paused leader's CPU."""
+    tries: list[Hashable] = []
+
+    async def reconcile(key: Hashable) -> None:
+        tries.append(key)
+        if tries.count(key) == 1:
+            raise WritesRefused(f"PATCH {key} not sent: this process's leadership may have lapsed")
+
+    controller = Controller("execution-a", reconcile, workers=2)
+    for key in ("w1", "w2"):
+        controller.queue.add(key)
+    task = asyncio.create_task(controller.run())
+    try:
+        async def retried() -> bool:
+            return tries.count("w1") == 2 and tries.count("w2") == 2
+
+        await eventually(retried, what="each key tried again")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    said = [r for r in caplog.records if "leadership may have lapsed" in r.getMessage()]
+    assert len(said) == 2
+    assert all(r.levelname == "WARNING" and r.exc_info is None and "retry in" in r.getMessage() for r in said)

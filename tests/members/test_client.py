@@ -13,13 +13,13 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
+from drods.machinery.fence import WritesRefused
 from drods.members.client import (
     MemberClient,
     MemberError,
     MemberOptions,
     MemberPool,
     MemberUnavailable,
-    WritesRefused,
     with_credentials_checked_every,
 )
 from drods.sim.harness import SimProcess
