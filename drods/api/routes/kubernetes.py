@@ -43,7 +43,12 @@ from drods.registry.patch import STRATEGIC_MERGE_PATCH, sets_resource_version
 from drods.store import Compacted
 from drods.store.cas import read_modify_write
 
-router = APIRouter(include_in_schema=False)
+# Three routers, so the API can try each where it belongs in its table (`drods.api.app`): the group
+# paths and the namespaced core paths name no route of the façade and go before it; the cluster-scoped
+# core paths (``/api/v1/{plural}``) would answer for the façade's own and go after it.
+groups = APIRouter(include_in_schema=False)  # /apis/{group}/{version}/…
+namespaced_core = APIRouter(include_in_schema=False)  # /api/v1/namespaces…
+cluster_core = APIRouter(include_in_schema=False)  # /api/v1/{plural}…
 
 APPLY_PATCH = "application/apply-patch+yaml"
 
@@ -408,13 +413,13 @@ async def _principal(request: Request) -> Principal:
     return await authenticate(request)
 
 
-@router.api_route("/apis/{group}/{version}/{plural}", methods=_COLLECTION_METHODS)
+@groups.api_route("/apis/{group}/{version}/{plural}", methods=_COLLECTION_METHODS)
 async def group_collection(request: Request, group: str, version: str, plural: str,
                            p: Principal = Depends(_principal)) -> Response:
     return await dispatch(request, p, resolve(request, group, version, plural), None, None, None)
 
 
-@router.api_route("/apis/{group}/{version}/{plural}/{name}", methods=_ITEM_METHODS)
+@groups.api_route("/apis/{group}/{version}/{plural}/{name}", methods=_ITEM_METHODS)
 async def group_item(request: Request, group: str, version: str, plural: str, name: str,
                      p: Principal = Depends(_principal)) -> Response:
     if plural == "namespaces":  # /apis/g/v/namespaces/{ns} is not a resource
@@ -422,7 +427,7 @@ async def group_item(request: Request, group: str, version: str, plural: str, na
     return await dispatch(request, p, resolve(request, group, version, plural), None, name, None)
 
 
-@router.api_route("/apis/{group}/{version}/{plural}/{name}/{sub}", methods=["POST", *_STATUS_METHODS])
+@groups.api_route("/apis/{group}/{version}/{plural}/{name}/{sub}", methods=["POST", *_STATUS_METHODS])
 async def group_item_sub(request: Request, group: str, version: str, plural: str, name: str, sub: str,
                          p: Principal = Depends(_principal)) -> Response:
     """Also serves ``/apis/{g}/{v}/namespaces/{ns}/{plural}``: both shapes have six segments."""
@@ -436,7 +441,7 @@ async def group_item_sub(request: Request, group: str, version: str, plural: str
     return await dispatch(request, p, resolve(request, group, version, plural), None, name, sub)
 
 
-@router.api_route("/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}", methods=_ITEM_METHODS)
+@groups.api_route("/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}", methods=_ITEM_METHODS)
 async def ns_item(request: Request, group: str, version: str, ns: str, plural: str, name: str,
                   p: Principal = Depends(_principal)) -> Response:
     kind = resolve(request, group, version, plural)
@@ -444,7 +449,7 @@ async def ns_item(request: Request, group: str, version: str, ns: str, plural: s
     return await dispatch(request, p, kind, ns, name, None)
 
 
-@router.api_route("/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/{sub}", methods=_STATUS_METHODS)
+@groups.api_route("/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/{sub}", methods=_STATUS_METHODS)
 async def ns_item_sub(request: Request, group: str, version: str, ns: str, plural: str, name: str, sub: str,
                       p: Principal = Depends(_principal)) -> Response:
     kind = resolve(request, group, version, plural)
@@ -455,12 +460,12 @@ async def ns_item_sub(request: Request, group: str, version: str, ns: str, plura
 # ---- core group (/api/v1) ---------------------------------------------------------------------
 
 
-@router.api_route("/api/v1/namespaces", methods=_COLLECTION_METHODS)
+@namespaced_core.api_route("/api/v1/namespaces", methods=_COLLECTION_METHODS)
 async def core_namespaces(request: Request, p: Principal = Depends(_principal)) -> Response:
     return await dispatch(request, p, resolve(request, "", "v1", "namespaces"), None, None, None)
 
 
-@router.api_route("/api/v1/namespaces/{name}", methods=_ITEM_METHODS)
+@namespaced_core.api_route("/api/v1/namespaces/{name}", methods=_ITEM_METHODS)
 async def core_namespace(request: Request, name: str, p: Principal = Depends(_principal)) -> Response:
     kind = resolve(request, "", "v1", "namespaces")
     if request.method in ("GET", "HEAD") and p.namespaces is not None:
@@ -474,7 +479,7 @@ async def core_namespace(request: Request, name: str, p: Principal = Depends(_pr
 _NAMESPACE_SUBRESOURCES = frozenset({"status", FINALIZE})
 
 
-@router.api_route("/api/v1/namespaces/{ns}/{plural}", methods=_COLLECTION_METHODS)
+@namespaced_core.api_route("/api/v1/namespaces/{ns}/{plural}", methods=_COLLECTION_METHODS)
 async def core_ns_collection(request: Request, ns: str, plural: str, p: Principal = Depends(_principal)) -> Response:
     if plural in _NAMESPACE_SUBRESOURCES:
         return await dispatch(request, p, resolve(request, "", "v1", "namespaces"), None, ns, plural)
@@ -483,7 +488,7 @@ async def core_ns_collection(request: Request, ns: str, plural: str, p: Principa
     return await dispatch(request, p, kind, ns, None, None)
 
 
-@router.api_route("/api/v1/namespaces/{name}/{sub}", methods=["PUT", "PATCH"])
+@namespaced_core.api_route("/api/v1/namespaces/{name}/{sub}", methods=["PUT", "PATCH"])
 async def core_namespace_sub(request: Request, name: str, sub: str, p: Principal = Depends(_principal)) -> Response:
     if sub not in _NAMESPACE_SUBRESOURCES:
         raise ApiError(405, "METHOD_NOT_ALLOWED", f"{request.method} is not allowed on a collection",
@@ -491,7 +496,7 @@ async def core_namespace_sub(request: Request, name: str, sub: str, p: Principal
     return await dispatch(request, p, resolve(request, "", "v1", "namespaces"), None, name, sub)
 
 
-@router.api_route("/api/v1/namespaces/{ns}/{plural}/{name}", methods=_ITEM_METHODS)
+@namespaced_core.api_route("/api/v1/namespaces/{ns}/{plural}/{name}", methods=_ITEM_METHODS)
 async def core_ns_item(request: Request, ns: str, plural: str, name: str,
                        p: Principal = Depends(_principal)) -> Response:
     kind = resolve(request, "", "v1", plural)
@@ -499,7 +504,7 @@ async def core_ns_item(request: Request, ns: str, plural: str, name: str,
     return await dispatch(request, p, kind, ns, name, None)
 
 
-@router.api_route("/api/v1/namespaces/{ns}/{plural}/{name}/{sub}", methods=_STATUS_METHODS)
+@namespaced_core.api_route("/api/v1/namespaces/{ns}/{plural}/{name}/{sub}", methods=_STATUS_METHODS)
 async def core_ns_item_sub(request: Request, ns: str, plural: str, name: str, sub: str,
                            p: Principal = Depends(_principal)) -> Response:
     kind = resolve(request, "", "v1", plural)
@@ -507,7 +512,7 @@ async def core_ns_item_sub(request: Request, ns: str, plural: str, name: str, su
     return await dispatch(request, p, kind, ns, name, sub)
 
 
-@router.get("/api/v1/{plural}")
+@cluster_core.get("/api/v1/{plural}")
 async def core_collection(request: Request, plural: str, p: Principal = Depends(_principal)) -> Response:
     """Kubernetes' own list paths across namespaces (``/api/v1/services``: ``kubectl get svc -A``).
     Routed after the façade, so ``/api/v1/clusters`` and the other façade paths keep their meaning."""
@@ -517,7 +522,7 @@ async def core_collection(request: Request, plural: str, p: Principal = Depends(
     return _not_served(request)
 
 
-@router.post("/api/v1/{plural}")
+@cluster_core.post("/api/v1/{plural}")
 async def core_cluster_create(request: Request, plural: str, p: Principal = Depends(_principal)) -> Response:
     """Creating a cluster-scoped core kind (``kubectl create -f pv.yaml``)."""
     kind = _core_cluster_kind(request, plural)
@@ -527,13 +532,13 @@ async def core_cluster_create(request: Request, plural: str, p: Principal = Depe
     return _not_served(request, ["GET"] if listed else [])  # a namespaced kind is created in its namespace
 
 
-@router.api_route("/api/v1/{plural}/{name}", methods=_ITEM_METHODS)
+@cluster_core.api_route("/api/v1/{plural}/{name}", methods=_ITEM_METHODS)
 async def core_cluster_item(request: Request, plural: str, name: str, p: Principal = Depends(_principal)) -> Response:
     kind = _core_cluster_kind(request, plural)
     return await dispatch(request, p, kind, None, name, None) if kind is not None else _not_served(request)
 
 
-@router.api_route("/api/v1/{plural}/{name}/{sub}", methods=_STATUS_METHODS)
+@cluster_core.api_route("/api/v1/{plural}/{name}/{sub}", methods=_STATUS_METHODS)
 async def core_cluster_item_sub(request: Request, plural: str, name: str, sub: str,
                                 p: Principal = Depends(_principal)) -> Response:
     kind = _core_cluster_kind(request, plural)
