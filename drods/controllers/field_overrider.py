@@ -17,6 +17,7 @@ import jsonpointer
 import yaml
 
 from drods.model.policy import FieldOverrider
+from drods.registry.patch import pointer_failure
 
 Obj = dict[str, Any]
 
@@ -37,12 +38,21 @@ def apply_field_overrider(obj: Obj, o: FieldOverrider) -> None:
     try:
         doc = yaml.safe_load(current) if as_yaml else json.loads(current)
     except (yaml.YAMLError, ValueError) as e:
-        raise FieldOverrideError(f"fieldOverrider {o.fieldPath}: not {'YAML' if as_yaml else 'JSON'}: {e}") from e
+        raise FieldOverrideError(f"fieldOverrider {o.fieldPath}: not {'YAML' if as_yaml else 'JSON'}: "
+                                 f"{_where(e)}") from e
     ops = [{"op": x.operator, "path": x.subPath, **({"value": x.value} if x.operator != "remove" else {})}
            for x in (o.yaml if as_yaml else o.json_ops)]
     try:
         doc = jsonpatch.apply_patch(doc, ops)
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as e:
-        raise FieldOverrideError(f"fieldOverrider {o.fieldPath}: {e}") from e
+        raise FieldOverrideError(f"fieldOverrider {o.fieldPath}: {pointer_failure(e)}") from e
     text = yaml.safe_dump(doc, sort_keys=False) if as_yaml else json.dumps(doc, separators=(",", ":"))
     jsonpatch.apply_patch(obj, [{"op": "replace", "path": o.fieldPath, "value": text}], in_place=True)
+
+
+def _where(e: Exception) -> str:
+    """Where the text could not be read, without quoting it: a YAML error shows the line it stopped at,
+    and the message goes to the Binding's conditions and Events, which readers of no Secret see."""
+    if isinstance(e, yaml.MarkedYAMLError) and e.problem_mark is not None:
+        return f"{e.problem} at line {e.problem_mark.line + 1}, column {e.problem_mark.column + 1}"
+    return str(e) if isinstance(e, json.JSONDecodeError) else type(e).__name__

@@ -50,7 +50,7 @@ from drods.model.policy import (
     PlaintextPatch,
     ResourceSelector,
 )
-from drods.registry.patch import merge_patch
+from drods.registry.patch import merge_patch, pointer_failure
 
 Obj = dict[str, Any]
 Token = str | int
@@ -155,7 +155,7 @@ def apply_plaintext(obj: Obj, patch: PlaintextPatch) -> None:
     try:
         jsonpatch.apply_patch(obj, [op], in_place=True)
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as e:
-        raise OverrideError(f"plaintext {patch.operator} {patch.path}: {e}") from e
+        raise OverrideError(f"plaintext {patch.operator} {patch.path}: {pointer_failure(e)}") from e
 
 
 

@@ -67,9 +67,8 @@ def apply_patch(doc: dict[str, Any], patch: Any, content_type: str) -> dict[str,
                 if not isinstance(op, dict):
                     raise bad_request(f"JSON patch operation {i} ({op!r}) failed: {e}", operation=i) from e
                 source = f" from {op['from']}" if "from" in op else ""
-                # jsonpointer's "member 'x' not found in {…the whole object…}": the object itself is no reason
                 why = f"nothing at {op['from']}" if source and _at(result, op["from"]) == "absent" else \
-                    str(e).split(" in {", 1)[0].split(" in [", 1)[0]
+                    pointer_failure(e)
                 raise bad_request(f"JSON patch operation {i} ({op.get('op')} {op.get('path')}{source}) failed: {why}",
                                   operation=i) from e
         if not isinstance(result, dict):
@@ -79,6 +78,12 @@ def apply_patch(doc: dict[str, Any], patch: Any, content_type: str) -> dict[str,
         415, "UNSUPPORTED_MEDIA_TYPE", f"unsupported patch type {media!r}",
         {"supported": [MERGE_PATCH, STRATEGIC_MERGE_PATCH, JSON_PATCH]},
     )
+
+
+def pointer_failure(e: Exception) -> str:
+    """A JSON patch or pointer error without the document it looked in: jsonpointer says "member 'x' not
+    found in {…}" with the whole object, which is no reason and may be a Secret's data."""
+    return str(e).split(" in {", 1)[0].split(" in [", 1)[0]
 
 
 def _at(doc: Any, path: Any) -> str:

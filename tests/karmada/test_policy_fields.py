@@ -245,3 +245,29 @@ def test_an_override_that_would_change_what_the_copy_is_fails_whatever_wrote_it(
     with pytest.raises(ValidationError, match="may not change"):
         FieldPatch(path="/metadata/name", value="web")
     FieldPatch(path="metadata.labels[name]", value="web")  # a label called name is no identity
+
+
+def test_an_override_that_does_not_fit_names_the_path_not_the_data_it_looked_in() -> None:
+    """The failure goes to the Binding's conditions and an Event, which a viewer reads; a Secret's data
+    (and a ConfigMap file's lines) must not be in it — jsonpointer's message held the whole object."""
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "shop"},
+              "data": {"password": "aHVudGVyMg=="}}
+    pol = override(None, """
+resourceSelectors: [{apiVersion: v1, kind: Secret}]
+overrideRules:
+  - overriders:
+      plaintext: [{path: /data/nosuch/x, operator: replace, value: "1"}]
+""")
+    with pytest.raises(OverrideError) as refused:
+        apply_overrides(secret, "m1", {}, [pol])
+    assert "nosuch" in str(refused.value) and "aHVudGVyMg" not in str(refused.value)
+    cm = configmap()
+    cm["data"]["app.yaml"] = "db:\n  password: hunter2\n  host: [a\n"
+    pol = override(None, """
+overrideRules:
+  - overriders:
+      fieldOverrider: [{fieldPath: /data/app.yaml, yaml: [{subPath: /db/host, operator: replace, value: b}]}]
+""")
+    with pytest.raises(OverrideError, match="not YAML: .* at line 4") as refused:
+        apply_overrides(cm, "m1", {}, [pol])
+    assert "hunter2" not in str(refused.value)
