@@ -21,6 +21,7 @@ import yaml
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from drods.security.trust import client_context
 from drods.transport import transport
@@ -253,7 +254,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, show_h
     for h in headers:
         table.add_column(h.upper(), no_wrap=True, overflow="fold")
     for row in rows:
-        table.add_row(*("" if c is None else str(c) for c in row))
+        table.add_row(*(Text("" if c is None else str(c)) for c in row))  # text: "[aws, gcp]" is not markup
     console = stdout()
     # never cut a cell (as kubectl): as wide as the table needs, a terminal wraps the longer lines
     natural = Measurement.get(console, console.options.update_width(UNBOUNDED), table).maximum
