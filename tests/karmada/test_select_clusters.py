@@ -177,3 +177,12 @@ def test_equal_scores_are_broken_at_random_seeded() -> None:
     picks = [pick(s) for s in range(12)]
     assert len(set(picks)) > 1
     assert picks == [pick(s) for s in range(12)]
+
+
+@pytest.mark.parametrize("replicas", [0, 1])
+def test_fewer_replicas_than_min_groups_are_placed_not_refused(replicas: int) -> None:
+    """Karmada selects the groups and divides what there is: a Deployment scaled below a cluster spread's
+    minGroups (to 1, or to 0: an empty placement, D14) is still scheduled — refused, its old copies stayed."""
+    r = best(replicas, DYNAMIC, 2, 2)
+    assert r.phase == "Scheduled", r.message
+    assert sum(placed(r).values()) == replicas and len(placed(r)) == replicas

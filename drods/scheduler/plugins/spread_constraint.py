@@ -35,12 +35,8 @@ class SpreadConstraint(PluginBase):
                     out.append(reject(self.name, f"no {by} set (spread by {by})", drop))
                     mask = mask & ~none
             if c.minGroups:
-                if by_cluster and task.division not in ("Duplicated",) and task.replicas < c.minGroups:
-                    if mask.any():
-                        out.append(reject(self.name, f"spread by cluster: {task.replicas} replicas < "
-                                          f"minGroups {c.minGroups}", mask))
-                        mask = np.zeros_like(mask)
-                    break
+                # fewer replicas than minGroups is no refusal (Karmada's neither): the groups are chosen
+                # and the division gives the first ones a replica each while there are replicas to give
                 k = feasible_groups(codes, mask, by_cluster)
                 if k < c.minGroups and mask.any():
                     out.append(reject(self.name, f"spread by {by}: {k} feasible groups < minGroups "
