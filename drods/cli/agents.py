@@ -79,13 +79,17 @@ async def follow(members: list[AgentMember], run: AgentRun) -> None:
             relay.cancel()
             await asyncio.gather(*both, return_exceptions=True)
 
+    async def logged(m: AgentMember) -> None:
+        """``one``, its end logged when it comes: the others may run for days yet."""
+        try:
+            await one(m)
+        except Exception as e:  # one member's end, whatever it is, is not the others'
+            log.error("agent for %s stopped: %s", m.cluster, e)
+
     if len(members) == 1:
         await one(members[0])
         return
-    outcomes = await asyncio.gather(*(one(m) for m in members), return_exceptions=True)
-    for m, outcome in zip(members, outcomes, strict=True):
-        if isinstance(outcome, BaseException):
-            log.error("agent for %s stopped: %s", m.cluster, outcome)
+    await asyncio.gather(*(logged(m) for m in members))
 
 
 async def _relay(stop: asyncio.Event, own: asyncio.Event) -> None:

@@ -168,7 +168,7 @@ def join_directory(root: Path, api: ApiClient, *, pull: bool, labels: dict[str, 
     failed = [r for r in results if r["result"] not in ("joined", "exists")]
     if pull:
         joined = [m for m, r in zip(members, results, strict=True) if r["result"] in ("joined", "exists")]
-        _write_agents(root, joined, minter, server)
+        _write_agents(root, joined, minter, server, fresh={r["name"] for r in results if r["result"] == "joined"})
     if output != "table":
         dump({"members": results}, output)
     else:
@@ -196,11 +196,14 @@ def _register(api: ApiClient, name: str, inspected: tuple[dict[str, Any], Any] |
     return "joined"
 
 
-def _write_agents(root: Path, members: list[DirectoryMember], minter: tuple[Path, str | None], server: str) -> None:
+def _write_agents(root: Path, members: list[DirectoryMember], minter: tuple[Path, str | None], server: str, *,
+                  fresh: set[str] | frozenset[str] = frozenset()) -> None:
     """``root/agents.yaml``: a cluster-agent token per pull member, for ``drods agent --from``. A member the
     file already gives a token for the same server keeps it: a join run again mints none (each run had
-    minted a fresh, never-expiring token per member and left the old ones valid). Delete the file for
-    new ones (and revoke the old with `drods token revoke`)."""
+    minted a fresh, never-expiring token per member and left the old ones valid). The ``fresh`` ones, just
+    registered, get a new one all the same: a Cluster deleted and joined again had its tokens revoked with
+    it, and the file's would be refused forever. Delete the file for new ones (and revoke the old with
+    `drods token revoke`)."""
     from drods.api.auth import Role
     from drods.cli.agents import read_agents_file
     from drods.cli.tokens import mint
@@ -214,7 +217,7 @@ def _write_agents(root: Path, members: list[DirectoryMember], minter: tuple[Path
         except ValueError:
             written, entries = "", []
         if written == server:
-            kept = {e["cluster"]: e["token"] for e in entries}
+            kept = {e["cluster"]: e["token"] for e in entries if e["cluster"] not in fresh}
     agents = [{"cluster": m.name, "kubeconfig": str(m.kubeconfig),
                "token": kept.get(m.name) or mint(data_dir, store, Role.CLUSTER_AGENT, subject=f"agent:{m.name}",
                                                  cluster=m.name, ttl_seconds=None)} for m in members]
