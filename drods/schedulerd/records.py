@@ -396,6 +396,8 @@ class Decision:
     users: Mapping[str, Any] | None = None  # ``status.users`` (None: the decision knew no users)
     reason_counts: Mapping[str, int] | None = None  # every dropped cluster, by verdict
     dropped: int = 0  # how many clusters were dropped in all (the sample's total)
+    # the clusterAffinities term a placement came from (Karmada's ``schedulerObservedAffinityName``)
+    affinity_name: str | None = None
 
 
 def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, Any]:
@@ -414,6 +416,10 @@ def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, An
             status["estimatedHourlyCost"] = d.hourly_cost
         else:
             status.pop("estimatedHourlyCost", None)
+        if d.affinity_name:  # an Unschedulable decision leaves the term the placement came from said
+            status["schedulerObservedAffinityName"] = d.affinity_name
+        else:
+            status.pop("schedulerObservedAffinityName", None)
     else:
         status["phase"] = "Unschedulable"
         if tuple(sorted(d.placement)) != tuple(sorted(old_placement)):  # a removed cluster's part taken off

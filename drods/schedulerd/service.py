@@ -561,7 +561,8 @@ class SchedulerService:
         d = Decision(ok, placement, result.message, reasons, rec.generation, ts,
                      result.estimated_hourly_cost if ok else None,
                      result.roles if ok else None, users=decision_users(result.analysis),
-                     reason_counts=result.reason_counts() if reasons else None, dropped=dropped)
+                     reason_counts=result.reason_counts() if reasons else None, dropped=dropped,
+                     affinity_name=result.affinity_term if ok else None)
         obj["status"] = merge_status(status, d)
         if stype == RESCHEDULE:
             ann = (obj.get("metadata") or {}).get("annotations") or {}
@@ -691,7 +692,8 @@ class SchedulerService:
         self.cache.snap.workload_placements[rec.workload] = pairs
         # the users the last decision weighed stay said while the plan holds the placement (it weighs none)
         users = status.get("users") if isinstance(status.get("users"), dict) else None
-        d = Decision(True, pairs, message, {}, rec.generation, ts, roles=_roles(status) or None, users=users)
+        d = Decision(True, pairs, message, {}, rec.generation, ts, roles=_roles(status) or None, users=users,
+                     affinity_name=status.get("schedulerObservedAffinityName"))
         obj["status"] = merge_status(status, d)
         value = encode_object(obj)
         return Plan(entry, rec, result, d, value, stype, {"kind": "Pinned", "reason": message},
