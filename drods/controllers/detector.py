@@ -212,8 +212,13 @@ class ResourceDetector:
         # a Binding another writer made (e.g. the previous leader, just before it lost the lease) is
         # judged once it arrives: its workload may be one no policy places any more
         made_elsewhere = old is None and new is not None and bname not in self._wrote
+        # its spec edited by another writer (a PATCH of the Binding): the template's is written back now; not
+        # the fields others keep there (a failover's reschedule trigger and eviction tasks: a storm's worth)
+        edited = old is not None and new is not None and not gone and old.get("spec") != new.get("spec") and \
+            str((new.get("metadata") or {}).get("resourceVersion")) != str(self._wrote.get(bname)) and \
+            not same_spec(old.get("spec") or {}, new.get("spec") or {})
         obj = new or old
-        if not (made_elsewhere or (gone and not was_gone)) or obj is None:
+        if not (made_elsewhere or edited or (gone and not was_gone)) or obj is None:
             return
         if ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) != DETECTOR_NAME:
             return

@@ -151,3 +151,43 @@ async def test_a_new_leader_deletes_the_binding_of_a_workload_deleted_while_none
     for key in queue.added:
         assert await detector.reconcile(key) is None
     assert registry.deleted == ["deployment-default-gone"]
+
+
+async def test_a_binding_whose_spec_another_writer_edited_is_written_back_at_once() -> None:
+    """A PATCH of a template's Binding (``replicas: 5`` where the Deployment asks for 3) ran 5 replicas until
+    some later pass over the template; the edit enqueues the template, whose pass writes its spec back. The
+    detector's own write enqueues nothing, nor does a status change."""
+    registry = Registry()
+    policy = decode_policy(PROPAGATION_POLICY)(SimpleNamespace(value=json.dumps(POLICY).encode()))
+    workloads = SimpleNamespace(cache={WEB: deployment(3)})
+    bindings = SimpleNamespace(cache={})
+    detector = ResourceDetector(registry, workloads=[workloads],  # type: ignore[arg-type, list-item]
+                                policies=[SimpleNamespace(cache={"p": policy})],  # type: ignore[list-item]
+                                bindings=bindings)  # type: ignore[arg-type]
+    queue = Queue()
+    detector.controller.queue = queue  # type: ignore[assignment]
+    assert await detector.reconcile(WEB) is None and registry.stored is not None
+    own = copy.deepcopy(registry.stored)
+    key = BINDING.key(own["metadata"]["name"])
+    bindings.cache[key] = own
+    detector._binding_changed(key, None, own)  # its own create arriving
+    placed = {**copy.deepcopy(own), "status": {"phase": "Scheduled"}}
+    placed["metadata"]["resourceVersion"] = "20"
+    detector._binding_changed(key, own, placed)  # the scheduler's status write
+    assert queue.added == []
+    edited = copy.deepcopy(placed)
+    edited["spec"]["replicas"] = 5
+    edited["metadata"]["resourceVersion"] = "21"
+    bindings.cache[key] = edited
+    detector._binding_changed(key, placed, edited)
+    assert queue.added == [WEB]
+    assert await detector.reconcile(WEB) is None and registry.stored["spec"]["replicas"] == 3
+    written = copy.deepcopy(registry.stored)
+    bindings.cache[key] = written
+    detector._binding_changed(key, edited, written)  # the write back arriving: nothing more to do
+    assert queue.added == [WEB]
+    triggered = copy.deepcopy(written)
+    triggered["spec"]["rescheduleTriggeredAt"] = "2026-12-08T00:00:00.000Z"  # a failover's: its own field
+    triggered["metadata"]["resourceVersion"] = "30"
+    detector._binding_changed(key, written, triggered)
+    assert queue.added == [WEB]
