@@ -152,6 +152,7 @@ class WorkAgent:
         self.owned: set[Ref] = set()  # objects this agent applied and has not seen gone since
         self.sent: dict[Ref, _Sent] = {}  # each object's last apply by this agent
         self._held_kinds: set[tuple[str, str]] = set()  # (apiVersion, kind) some Work has held
+        self._prune_failing = False  # said once while the member stays away, not at every retry
         self.wake = asyncio.Event()
         # the control plane answers again (local autonomy's calls, or this agent's probe): relist now
         self.reachable = asyncio.Event()
@@ -479,8 +480,12 @@ class WorkAgent:
                     self.owned.discard(ref)
                     self.sent.pop(ref, None)
         except (MemberUnavailable, MemberError) as e:
-            log.warning("pruning in %s failed: %s", self.cluster, e)
+            (log.debug if self._prune_failing else log.warning)("pruning in %s failed: %s", self.cluster, e)
+            self._prune_failing = True
             return False
+        if self._prune_failing:
+            log.info("pruning in %s works again", self.cluster)
+            self._prune_failing = False
         return True
 
     async def _copies(self, works: Mapping[str, _Work]) -> Copies:

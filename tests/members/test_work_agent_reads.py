@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from drods.members.client import ServedResource
 from drods.members.foreign_names import ForeignNames
@@ -334,3 +336,28 @@ async def test_a_relist_during_a_pass_over_the_cached_works_prunes_what_the_work
     await under_way
     await a.reconcile_once()  # the pass the relist woke
     assert not [k for k in member.objects if k[0] in ("ConfigMap", "Deployment")], member.objects
+
+
+async def test_a_prune_that_keeps_failing_is_said_once_until_it_works_again(tmp_path: Path,
+                                                                             caplog: pytest.LogCaptureFixture) -> None:
+    """A member down: the agent retries its prune every few seconds; a warning each time filled its log."""
+    from drods.members.client import MemberUnavailable
+
+    class Away(Member):
+        down = True
+
+        async def list_objects(self, api_version: str, kind: str, namespace: str | None = None,
+                               label_selector: str | None = None) -> list[Obj]:
+            if self.down:
+                raise MemberUnavailable("edge", "connection refused")
+            return await super().list_objects(api_version, kind, namespace, label_selector)
+
+    member = Away()
+    a = agent(member, [], tmp_path)
+    caplog.set_level(logging.DEBUG, logger="drods.members.works")
+    assert [await a.prune({}) for _ in range(3)] == [False, False, False]
+    member.down = False
+    assert await a.prune({})
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if "pruning in edge" in r.getMessage()]
+    assert [level for level, _ in said] == ["WARNING", "DEBUG", "DEBUG", "INFO"], said
+    assert said[-1][1] == "pruning in edge works again"
