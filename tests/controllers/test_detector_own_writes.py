@@ -49,14 +49,20 @@ class Registry:
         return copy.deepcopy(self.stored)
 
 
-async def test_a_scale_back_while_the_informer_lags_its_own_write_is_not_lost() -> None:
+def placed_by_policy(replicas: int) -> tuple[Registry, Any, Any, ResourceDetector]:
+    """A detector over one Deployment of ``replicas`` that POLICY places, with its informers' caches."""
     registry = Registry()
     policy = decode_policy(PROPAGATION_POLICY)(SimpleNamespace(value=json.dumps(POLICY).encode()))
-    workloads = SimpleNamespace(cache={WEB: deployment(4)})
+    workloads = SimpleNamespace(cache={WEB: deployment(replicas)})
     bindings = SimpleNamespace(cache={})
     detector = ResourceDetector(registry, workloads=[workloads],  # type: ignore[arg-type, list-item]
                                 policies=[SimpleNamespace(cache={"p": policy})],  # type: ignore[list-item]
                                 bindings=bindings)  # type: ignore[arg-type]
+    return registry, workloads, bindings, detector
+
+
+async def test_a_scale_back_while_the_informer_lags_its_own_write_is_not_lost() -> None:
+    registry, workloads, bindings, detector = placed_by_policy(4)
     assert await detector.reconcile(WEB) is None and registry.writes == 1  # created with 4 replicas
     assert registry.stored is not None
     key = BINDING.key(registry.stored["metadata"]["name"])
@@ -157,13 +163,7 @@ async def test_a_binding_whose_spec_another_writer_edited_is_written_back_at_onc
     """A PATCH of a template's Binding (``replicas: 5`` where the Deployment asks for 3) ran 5 replicas until
     some later pass over the template; the edit enqueues the template, whose pass writes its spec back. The
     detector's own write enqueues nothing, nor does a status change."""
-    registry = Registry()
-    policy = decode_policy(PROPAGATION_POLICY)(SimpleNamespace(value=json.dumps(POLICY).encode()))
-    workloads = SimpleNamespace(cache={WEB: deployment(3)})
-    bindings = SimpleNamespace(cache={})
-    detector = ResourceDetector(registry, workloads=[workloads],  # type: ignore[arg-type, list-item]
-                                policies=[SimpleNamespace(cache={"p": policy})],  # type: ignore[list-item]
-                                bindings=bindings)  # type: ignore[arg-type]
+    registry, workloads, bindings, detector = placed_by_policy(3)
     queue = Queue()
     detector.controller.queue = queue  # type: ignore[assignment]
     assert await detector.reconcile(WEB) is None and registry.stored is not None
