@@ -159,7 +159,7 @@ class BindingStatus(BaseModel):
 
     SCHEDULER_FIELDS: ClassVar[frozenset[str]] = frozenset(
         {"phase", "placement", "message", "reasons", "reasonCounts", "reasonsOmitted", "scheduledGeneration",
-         "scheduledTime", "estimatedHourlyCost", "users", "schedulerObservedAffinityName"})
+         "scheduledTime", "estimatedHourlyCost", "users", "schedulerObservingAffinityName"})
     CONTROLLER_FIELDS: ClassVar[frozenset[str]] = frozenset({"phase", "clusters", "conditions", "usage"})
 
     # the scheduler's (drods.schedulerd.records)
@@ -174,7 +174,7 @@ class BindingStatus(BaseModel):
     scheduledGeneration: int | None = None
     scheduledTime: str | None = None
     # the name of the clusterAffinities term the placement came from (Karmada's field; none without names)
-    schedulerObservedAffinityName: str | None = None
+    schedulerObservingAffinityName: str | None = None
     estimatedHourlyCost: float | None = None  # F6: the placement at the clusters' prices
     # the users the last decision used — source (declared / learned), sites, latency SLO and
     # each chosen cluster's latency from them; absent when it knew none

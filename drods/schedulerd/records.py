@@ -396,7 +396,7 @@ class Decision:
     users: Mapping[str, Any] | None = None  # ``status.users`` (None: the decision knew no users)
     reason_counts: Mapping[str, int] | None = None  # every dropped cluster, by verdict
     dropped: int = 0  # how many clusters were dropped in all (the sample's total)
-    # the clusterAffinities term a placement came from (Karmada's ``schedulerObservedAffinityName``)
+    # the clusterAffinities term a placement came from (Karmada's ``schedulerObservingAffinityName``)
     affinity_name: str | None = None
 
 
@@ -417,9 +417,9 @@ def merge_status(current: Mapping[str, Any] | None, d: Decision) -> dict[str, An
         else:
             status.pop("estimatedHourlyCost", None)
         if d.affinity_name:  # an Unschedulable decision leaves the term the placement came from said
-            status["schedulerObservedAffinityName"] = d.affinity_name
+            status["schedulerObservingAffinityName"] = d.affinity_name
         else:
-            status.pop("schedulerObservedAffinityName", None)
+            status.pop("schedulerObservingAffinityName", None)
     else:
         status["phase"] = "Unschedulable"
         if tuple(sorted(d.placement)) != tuple(sorted(old_placement)):  # a removed cluster's part taken off

@@ -693,7 +693,7 @@ class SchedulerService:
         # the users the last decision weighed stay said while the plan holds the placement (it weighs none)
         users = status.get("users") if isinstance(status.get("users"), dict) else None
         d = Decision(True, pairs, message, {}, rec.generation, ts, roles=_roles(status) or None, users=users,
-                     affinity_name=status.get("schedulerObservedAffinityName"))
+                     affinity_name=status.get("schedulerObservingAffinityName"))
         obj["status"] = merge_status(status, d)
         value = encode_object(obj)
         return Plan(entry, rec, result, d, value, stype, {"kind": "Pinned", "reason": message},

@@ -67,7 +67,7 @@ async def test_overflow_stateful_datasets_cache_plans_and_measured_latency(plane
     assert placement(st) == {"idc": 3, "cloud": 3}
     # the term the placement came from, where a Karmada team reads it
     rb = (await plane.call("GET", "/apis/multicluster.io/v1alpha1/bindings/deployment-default-burst")).json()
-    assert rb["status"]["schedulerObservedAffinityName"] == "on-prem", rb["status"]
+    assert rb["status"]["schedulerObservingAffinityName"] == "on-prem", rb["status"]
     r = await plane.call("PATCH", "/apis/apps/v1/namespaces/default/deployments/burst",
                          json={"spec": {"replicas": 4}}, headers={"content-type": "application/merge-patch+json"})
     assert r.status_code == 200, r.text

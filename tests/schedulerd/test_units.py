@@ -86,12 +86,12 @@ def test_merge_status_keeps_what_others_own() -> None:
     stuck = merge_status({}, Decision(False, (), "0/3 clusters available", {}, 6, 102.0, users=users))
     assert stuck["phase"] == "Unschedulable" and stuck["users"] == users
     assert "users" not in merge_status(stuck, Decision(False, (), "invalid binding spec", {}, 7, 103.0))
-    # Karmada's schedulerObservedAffinityName: the term of the placement, kept while Unschedulable
+    # Karmada's schedulerObservingAffinityName: the term of the placement, kept while Unschedulable
     placed = merge_status({}, Decision(True, (("a", 2),), "ok", {}, 8, 104.0, affinity_name="backup"))
-    assert placed["schedulerObservedAffinityName"] == "backup"
+    assert placed["schedulerObservingAffinityName"] == "backup"
     held = merge_status(placed, Decision(False, (("a", 2),), "0/2 clusters available", {}, 9, 105.0))
-    assert held["schedulerObservedAffinityName"] == "backup"
-    assert "schedulerObservedAffinityName" not in merge_status(held, Decision(True, (("a", 2),), "ok", {}, 10, 106.0))
+    assert held["schedulerObservingAffinityName"] == "backup"
+    assert "schedulerObservingAffinityName" not in merge_status(held, Decision(True, (("a", 2),), "ok", {}, 10, 106.0))
 
 
 def test_a_status_samples_its_reasons_and_counts_the_rest() -> None:
